@@ -1,0 +1,1 @@
+"""Building targets from recipes: fingerprints, steps, the manifest and the build engine."""

@@ -1,0 +1,66 @@
+"""The steps of a ``cmake`` recipe: configure with Ninja, build, install into the prefix."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from opforge.build.toolchain import Tool
+from opforge.recipes.model import OptionValue, Recipe
+from opforge.runners.base import Step
+
+
+def pin_variable(pin_name: str) -> str:
+    """The CMake cache variable through which a pinned file's cached path reaches a build."""
+    return "OPFORGE_PIN_" + re.sub(r"[^A-Za-z0-9]", "_", pin_name).upper()
+
+
+def cmake_value(value: OptionValue) -> str:
+    """An option value as CMake reads it (booleans become ON/OFF)."""
+    if isinstance(value, bool):
+        return "ON" if value else "OFF"
+    return str(value)
+
+
+def cmake_steps(
+    recipe: Recipe,
+    *,
+    root: Path,
+    build_dir: Path,
+    prefix: Path,
+    options: dict[str, OptionValue],
+    pin_paths: dict[str, Path],
+    tools: dict[str, Tool],
+    jobs: int,
+) -> list[Step]:
+    """Configure, build and install steps for ``recipe`` (which must be of kind ``cmake``)."""
+    assert recipe.cmake is not None
+    cmake = str(tools["cmake"].path)
+    defines = {
+        "CMAKE_INSTALL_PREFIX": str(prefix),
+        "CMAKE_PREFIX_PATH": str(prefix),
+        "CMAKE_MAKE_PROGRAM": str(tools["ninja"].path),
+        "CMAKE_CXX_COMPILER": str(tools["c++"].path),
+        **{pin_variable(name): str(path) for name, path in pin_paths.items()},
+        **options,
+    }
+    if "nvcc" in tools:
+        defines["CMAKE_CUDA_COMPILER"] = str(tools["nvcc"].path)
+    configure = (
+        cmake,
+        "-S",
+        str(root / recipe.cmake.source_dir),
+        "-B",
+        str(build_dir),
+        "-G",
+        "Ninja",
+    )
+    return [
+        Step(
+            "configure",
+            configure + tuple(f"-D{k}={cmake_value(v)}" for k, v in defines.items()),
+            root,
+        ),
+        Step("build", (cmake, "--build", str(build_dir), "--parallel", str(jobs)), root),
+        Step("install", (cmake, "--install", str(build_dir)), root),
+    ]

@@ -1,0 +1,161 @@
+"""Building targets in dependency order, skipping those whose inputs did not change."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from opforge.build.cmake import cmake_steps
+from opforge.build.fingerprint import compute_inputs, output_digests
+from opforge.build.manifest import Manifest, TargetRecord
+from opforge.build.toolchain import Tool, require_tool
+from opforge.errors import BuildError, RecipeError
+from opforge.pins.fetch import Fetcher
+from opforge.project import Project
+from opforge.recipes.model import Recipe
+from opforge.runners.base import Runner
+
+_BASE_TOOLS = ("cmake", "ninja", "c++")
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    """What happened to one target: ``built``, ``up-to-date`` or ``skipped`` (and why)."""
+
+    name: str
+    status: str
+    detail: str = ""
+    duration_s: float = 0.0
+
+
+@contextmanager
+def _build_lock(build_dir: Path):
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with open(build_dir / ".lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BuildError(
+                f"another opforge build is running in {build_dir}",
+                hint="wait for it to finish",
+            ) from None
+        yield
+
+
+class BuildEngine:
+    """Builds a project's targets for one profile with one runner."""
+
+    def __init__(
+        self,
+        project: Project,
+        fetcher: Fetcher,
+        runner: Runner,
+        *,
+        jobs: int | None = None,
+        say: Callable[[str], None] = print,
+    ) -> None:
+        self.project = project
+        self.fetcher = fetcher
+        self.runner = runner
+        self.jobs = jobs or os.cpu_count() or 1
+        self.say = say
+
+    def build(self, targets: list[str], profile: str) -> list[TargetResult]:
+        """Build ``targets`` (all when empty) and their dependencies for ``profile``."""
+        pins = self.project.load_pins()
+        book = self.project.load_recipes(pins)
+        ordered = book.order(targets)
+        for name in targets:
+            if profile not in book.get(name).profiles:
+                raise RecipeError(
+                    f"{book.get(name).path}: profiles: target {name!r} has no {profile!r} profile",
+                    hint=f"build it with --profile {' or '.join(book.get(name).profiles)}",
+                )
+        manifest = Manifest(self.project.dist_dir / "manifest.json")
+        results: list[TargetResult] = []
+        with _build_lock(self.project.build_dir):
+            for recipe in ordered:
+                if profile not in recipe.profiles:
+                    results.append(TargetResult(recipe.name, "skipped", f"no {profile} profile"))
+                    self.say(f"[{recipe.name}] skipped: no {profile} profile")
+                    continue
+                results.append(self._build_one(recipe, profile, pins, manifest))
+        return results
+
+    def _tools(self, recipe: Recipe, profile: str) -> dict[str, Tool]:
+        why = f"needed by target {recipe.name}, profile {profile}"
+        names = [*_BASE_TOOLS, *recipe.profiles[profile].requires]
+        return {name: require_tool(name, why) for name in dict.fromkeys(names)}
+
+    def _build_one(self, recipe: Recipe, profile: str, pins, manifest: Manifest) -> TargetResult:
+        root = self.project.root
+        prefix = self.project.dist_dir / profile
+        tools = self._tools(recipe, profile)
+        options = recipe.options_for(profile)
+        dependency_outputs = {}
+        for dep in recipe.depends_on:
+            record = manifest.get(dep, profile)
+            if record is None:
+                raise BuildError(f"target {recipe.name}: dependency {dep} has no {profile} build")
+            dependency_outputs[dep] = record.outputs
+        digest, inputs = compute_inputs(
+            recipe, profile, root, pins, options, list(tools.values()), dependency_outputs
+        )
+        previous = manifest.get(recipe.name, profile)
+        if (
+            previous is not None
+            and previous.inputs_sha256 == digest
+            and output_digests(prefix, recipe.outputs) == previous.outputs
+        ):
+            self.say(f"[{recipe.name}] up to date ({profile})")
+            return TargetResult(recipe.name, "up-to-date")
+
+        self.say(f"[{recipe.name}] building ({profile}, runner {self.runner.name})")
+        started = time.monotonic()
+        if recipe.pins:
+            self.say(f"[{recipe.name}] pins: {', '.join(recipe.pins)}")
+        pin_paths = self.fetcher.fetch_many([pins.pins[name] for name in recipe.pins])
+        build_dir = self.project.build_dir / profile / recipe.name
+        log_path = build_dir / "opforge-build.log"
+        build_dir.mkdir(parents=True, exist_ok=True)
+        log_path.unlink(missing_ok=True)
+        steps = cmake_steps(
+            recipe,
+            root=root,
+            build_dir=build_dir,
+            prefix=prefix,
+            options=options,
+            pin_paths={name: pin_paths[name] for name in recipe.pins},
+            tools=tools,
+            jobs=self.jobs,
+        )
+        for step in steps:
+            self.say(f"[{recipe.name}] {step.name}")
+            self.runner.run(step, log_path)
+        outputs = output_digests(prefix, recipe.outputs)
+        if outputs is None:
+            missing = [p for p in recipe.outputs if not any(prefix.glob(p))]
+            raise BuildError(
+                f"target {recipe.name}: declared output {missing[0]!r} was not installed under {prefix}",
+                hint=f"fix `outputs:` in {recipe.path} or the install rules of the build",
+            )
+        duration = time.monotonic() - started
+        manifest.put(
+            recipe.name,
+            TargetRecord(
+                recipe=recipe.path.relative_to(root).as_posix(),
+                profile=profile,
+                inputs_sha256=digest,
+                inputs=inputs,
+                prefix=prefix.relative_to(root).as_posix(),
+                outputs=outputs,
+                duration_s=round(duration, 3),
+            ),
+        )
+        self.say(f"[{recipe.name}] built in {duration:.1f}s")
+        return TargetResult(recipe.name, "built", duration_s=duration)

@@ -1,0 +1,300 @@
+"""The ``opforge`` command line: argument parsing and turning errors into one readable line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from opforge import __version__
+from opforge.build.engine import BuildEngine
+from opforge.doctor import render_table, run_checks
+from opforge.errors import OpforgeError, PinError
+from opforge.paths import default_cache_dir, find_project_root
+from opforge.pins.cache import CacheState, ContentCache
+from opforge.pins.fetch import Fetcher, FetchSettings, progress_enabled
+from opforge.pins.model import load_pins
+from opforge.pins.update import update_pin
+from opforge.project import Project
+from opforge.recipes.schema import PROFILES
+from opforge.runners import RUNNER_CHOICES, select_runner
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _human_size(size: int | None) -> str:
+    if size is None:
+        return "?"
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"
+
+
+def _project(args: argparse.Namespace) -> Project:
+    root = Path(args.project).resolve() if args.project else find_project_root()
+    pins = Path(getattr(args, "pins", None) or root / "checksums.yaml")
+    return Project(root, pins)
+
+
+def _pins_path(args: argparse.Namespace) -> Path:
+    if args.pins:
+        return Path(args.pins)
+    return _project(args).pins_path
+
+
+def _fetcher(args: argparse.Namespace) -> Fetcher:
+    cache = ContentCache(Path(args.cache) if args.cache else default_cache_dir())
+    settings = FetchSettings(retries=args.retries, progress=progress_enabled())
+    return Fetcher(cache, offline=args.offline, settings=settings, log=_err)
+
+
+# --- recipes -------------------------------------------------------------------------------
+
+
+def cmd_recipes_list(args: argparse.Namespace) -> int:
+    """Print one line per recipe."""
+    project = _project(args)
+    book = project.load_recipes(project.load_pins())
+    for recipe in book.order():
+        deps = ", ".join(recipe.depends_on) or "-"
+        print(
+            f"{recipe.name:<20} {recipe.kind:<6} profiles={','.join(recipe.profiles):<8} "
+            f"depends_on={deps:<16} {recipe.description}"
+        )
+    return 0
+
+
+def cmd_recipes_show(args: argparse.Namespace) -> int:
+    """Print a recipe as loaded, with the file it came from."""
+    project = _project(args)
+    recipe = project.load_recipes(project.load_pins()).get(args.name)
+    print(f"# {recipe.path}")
+    print(yaml.safe_dump(recipe.raw, sort_keys=False).rstrip())
+    return 0
+
+
+def cmd_recipes_validate(args: argparse.Namespace) -> int:
+    """Validate the project's recipes, plus any recipe files given."""
+    project = _project(args)
+    book = project.load_recipes(project.load_pins(), extra=[Path(p) for p in args.paths])
+    print(f"{len(book.recipes)} recipe(s) valid: {', '.join(sorted(book.recipes))}")
+    return 0
+
+
+# --- pins ----------------------------------------------------------------------------------
+
+
+def cmd_pins_list(args: argparse.Namespace) -> int:
+    """Print each pin with its size, digest and whether it is cached."""
+    pins = load_pins(_pins_path(args))
+    cache = _fetcher(args).cache
+    for pin in pins.pins.values():
+        state = "cached" if cache.has(pin) else "-"
+        print(
+            f"{pin.name:<22} {_human_size(pin.size):>9}  {pin.sha256[:16]}  {state:<6}  {pin.filename}"
+        )
+    return 0
+
+
+def cmd_pins_fetch(args: argparse.Namespace) -> int:
+    """Download (or find in the cache) the named pins, verified."""
+    pins = load_pins(_pins_path(args)).select(args.names)
+    fetcher = _fetcher(args)
+    already = {pin.name for pin in pins if fetcher.cache.has(pin)}
+    paths = fetcher.fetch_many(pins, jobs=args.jobs)
+    for pin in pins:
+        how = "cached" if pin.name in already else "fetched"
+        print(f"{pin.name:<22} {how:<8} {paths[pin.name]}")
+    return 0
+
+
+def cmd_pins_verify(args: argparse.Namespace) -> int:
+    """Re-hash the cached files of the named pins; report missing and corrupt ones."""
+    pins = load_pins(_pins_path(args)).select(args.names)
+    cache = _fetcher(args).cache
+    bad = []
+    for pin in pins:
+        result = cache.verify(pin)
+        if result.state is CacheState.OK:
+            print(f"{pin.name:<22} ok")
+        elif result.state is CacheState.MISSING:
+            bad.append(pin.name)
+            print(f"{pin.name:<22} missing")
+        else:
+            bad.append(pin.name)
+            print(f"{pin.name:<22} corrupt: sha256 {result.actual['sha256']} (removed from cache)")
+    if bad:
+        raise PinError(
+            f"{len(bad)} of {len(pins)} pin(s) missing or corrupt in {cache.root}",
+            hint=f"run `opforge pins fetch {' '.join(bad)}`",
+        )
+    return 0
+
+
+def cmd_pins_update(args: argparse.Namespace) -> int:
+    """Re-download one pin and record its digest in the pins file."""
+    if args.offline:
+        raise PinError(
+            "pins update needs the network, but --offline was given", hint="drop --offline"
+        )
+    path = _pins_path(args)
+    result = update_pin(path, args.name, _fetcher(args))
+    confirmed = f" (matches {result.confirmed_by})" if result.confirmed_by else ""
+    if result.changed:
+        print(
+            f"{args.name}: sha256 {result.old.sha256 or '(unset)'} -> {result.new.sha256}{confirmed}"
+        )
+        print(f"updated {path}")
+    else:
+        print(f"{args.name}: unchanged, sha256 {result.new.sha256}{confirmed}")
+    return 0
+
+
+# --- build and doctor ----------------------------------------------------------------------
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    """Build targets for a profile and report what was built or up to date."""
+    project = _project(args)
+    echo = (lambda _line: None) if args.quiet else None
+    runner = select_runner(args.runner, echo=echo)
+    engine = BuildEngine(project, _fetcher(args), runner, jobs=args.jobs)
+    results = engine.build(args.targets, args.profile)
+    built = sum(r.status == "built" for r in results)
+    fresh = sum(r.status == "up-to-date" for r in results)
+    print(f"{built} built, {fresh} up to date -> {project.dist_dir / 'manifest.json'}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Print what this machine offers."""
+    print(render_table(run_checks()))
+    return 0
+
+
+# --- parser --------------------------------------------------------------------------------
+
+
+def _fetch_options(parser: argparse.ArgumentParser, pins_file: bool = True) -> None:
+    if pins_file:
+        parser.add_argument(
+            "--pins", metavar="FILE", help="pins file (default: checksums.yaml at the project root)"
+        )
+    parser.add_argument(
+        "--cache",
+        metavar="DIR",
+        help=f"download cache (default: $OPFORGE_CACHE or {default_cache_dir()})",
+    )
+    parser.add_argument(
+        "--offline", action="store_true", help="use the cache only; fail if a file is missing"
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=4,
+        metavar="N",
+        help="retries per URL on transient errors (default: 4)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (exposed for tests and docs)."""
+    parser = argparse.ArgumentParser(
+        prog="opforge",
+        description="Build, pin and test a kernel library shared by PyTorch and MindSpore.",
+    )
+    parser.add_argument("--version", action="version", version=f"opforge {__version__}")
+    parser.add_argument(
+        "--project", metavar="DIR", help="project root (default: nearest dir with checksums.yaml)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    recipes = sub.add_parser("recipes", help="list, show and validate build recipes")
+    rsub = recipes.add_subparsers(dest="action", required=True, metavar="ACTION")
+    rsub.add_parser("list", help="one line per recipe, dependencies first").set_defaults(
+        func=cmd_recipes_list
+    )
+    show = rsub.add_parser("show", help="print one recipe")
+    show.add_argument("name", metavar="NAME")
+    show.set_defaults(func=cmd_recipes_show)
+    validate = rsub.add_parser("validate", help="check recipes against the schema, pins and graph")
+    validate.add_argument("paths", nargs="*", metavar="PATH", help="extra recipe files to check")
+    validate.set_defaults(func=cmd_recipes_validate)
+
+    pins = sub.add_parser("pins", help="list, fetch, verify and update pinned external inputs")
+    psub = pins.add_subparsers(dest="action", required=True, metavar="ACTION")
+    plist = psub.add_parser("list", help="each pin with size, digest and cache state")
+    _fetch_options(plist)
+    plist.set_defaults(func=cmd_pins_list)
+    fetch = psub.add_parser("fetch", help="download pins into the cache, verified by sha256")
+    fetch.add_argument("names", nargs="*", metavar="NAME", help="pins to fetch (default: all)")
+    fetch.add_argument(
+        "--jobs", type=int, default=4, metavar="N", help="parallel downloads (default: 4)"
+    )
+    _fetch_options(fetch)
+    fetch.set_defaults(func=cmd_pins_fetch)
+    verify = psub.add_parser("verify", help="re-hash cached files; report missing or corrupt ones")
+    verify.add_argument("names", nargs="*", metavar="NAME", help="pins to verify (default: all)")
+    _fetch_options(verify)
+    verify.set_defaults(func=cmd_pins_verify)
+    update = psub.add_parser(
+        "update", help="re-download one pin and rewrite its digest (nothing else in the file)"
+    )
+    update.add_argument("name", metavar="NAME")
+    _fetch_options(update)
+    update.set_defaults(func=cmd_pins_update)
+
+    build = sub.add_parser("build", help="build targets from their recipes into dist/")
+    build.add_argument("targets", nargs="*", metavar="TARGET", help="targets (default: all)")
+    build.add_argument(
+        "--profile", choices=PROFILES, default="cpu", help="build profile (default: cpu)"
+    )
+    build.add_argument(
+        "--runner", choices=RUNNER_CHOICES, default="auto", help="where steps run (default: auto)"
+    )
+    build.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="parallel compile jobs (default: all cores)",
+    )
+    build.add_argument("--quiet", action="store_true", help="hide the build tools' own output")
+    _fetch_options(build, pins_file=False)
+    build.set_defaults(func=cmd_build)
+
+    doctor = sub.add_parser(
+        "doctor", help="what this machine offers: docker, nvcc, cuDNN, GPU, ..."
+    )
+    doctor.set_defaults(func=cmd_doctor)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; user errors become one line (plus a hint) and a non-zero exit."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except OpforgeError as exc:
+        _err(f"opforge: error: {exc.message}")
+        if exc.hint:
+            _err(f"  hint: {exc.hint}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _err("opforge: interrupted")
+        return 130
+    except BrokenPipeError:
+        # Output piped into `head` and friends: not an error worth a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -1,0 +1,155 @@
+"""``opforge doctor``: what this machine offers for building and testing, as one table."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import shutil
+import site
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from opforge.build.toolchain import find_tool
+
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One row: what was checked, whether it is usable, and the detail (version, path, reason)."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def _docker_engine() -> Check:
+    try:
+        import docker
+        from docker.errors import DockerException
+
+        client = docker.from_env(timeout=3)
+        try:
+            version = client.version().get("Version", "?")
+        finally:
+            client.close()
+        return Check("docker engine", True, f"reachable, server {version}")
+    except DockerException:
+        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        return Check("docker engine", False, f"not reachable at {where} (is dockerd running?)")
+
+
+def site_packages() -> list[str]:
+    """This interpreter's site-packages directories (where pip puts nvidia/* wheels)."""
+    return [*site.getsitepackages(), site.getusersitepackages()]
+
+
+def cudnn_search_dirs() -> list[Path]:
+    """Include directories where cuDNN headers may be, in the order they are searched."""
+    dirs: list[Path] = []
+    root = os.environ.get("CUDNN_ROOT")
+    if root:
+        dirs.append(Path(root) / "include")
+    dirs += [
+        Path("/usr/local/cuda/include"),
+        Path("/usr/include"),
+        Path("/usr/include/x86_64-linux-gnu"),
+    ]
+    dirs += [Path(p) / "nvidia" / "cudnn" / "include" for p in site_packages()]
+    return list(dict.fromkeys(dirs))
+
+
+def _cudnn() -> Check:
+    for include in cudnn_search_dirs():
+        headers = [include / "cudnn_version.h", *sorted(include.glob("cudnn_v*.h"))]
+        for header in headers:
+            if header.is_file():
+                text = header.read_text(errors="replace")
+                parts = [
+                    re.search(rf"#define CUDNN_{k}\s+(\d+)", text)
+                    for k in ("MAJOR", "MINOR", "PATCHLEVEL")
+                ]
+                version = ".".join(m.group(1) for m in parts if m) or "unknown version"
+                return Check("cuDNN", True, f"{version} at {include}")
+    searched = ", ".join(str(d) for d in cudnn_search_dirs()[:4])
+    return Check("cuDNN", False, f"not found (searched {searched}, site-packages/nvidia/cudnn)")
+
+
+def _gpu() -> Check:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return Check("GPU", False, "none (nvidia-smi not found)")
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return Check("GPU", False, "nvidia-smi did not answer")
+    lines = [line for line in out.stdout.splitlines() if line.startswith("GPU")]
+    if out.returncode != 0 or not lines:
+        return Check("GPU", False, "none visible to nvidia-smi")
+    return Check("GPU", True, "; ".join(lines))
+
+
+def _package(name: str) -> Check:
+    try:
+        return Check(name, True, importlib.metadata.version(name))
+    except importlib.metadata.PackageNotFoundError:
+        return Check(name, False, "not installed")
+
+
+def _tool(name: str) -> Check:
+    tool = find_tool(name)
+    if tool is None:
+        return Check(name, False, "not found on PATH")
+    return Check(name, True, f"{tool.version} ({tool.path})")
+
+
+def mask_credentials(url: str) -> str:
+    """``http://user:secret@host`` -> ``http://user:***@host``; other text unchanged."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _proxies() -> Check:
+    found = []
+    for name in PROXY_VARIABLES:
+        value = os.environ.get(name) or os.environ.get(name.lower())
+        if value:
+            found.append(f"{name}={mask_credentials(value)}")
+    if not found:
+        return Check("proxies", True, "none set (direct connections)")
+    return Check("proxies", True, " ".join(found))
+
+
+def run_checks() -> list[Check]:
+    """Probe the machine; nothing here raises for a missing piece."""
+    return [
+        Check("python", True, f"{sys.version.split()[0]} ({sys.executable})"),
+        _docker_engine(),
+        _tool("cmake"),
+        _tool("ninja"),
+        _tool("c++"),
+        _tool("nvcc"),
+        _cudnn(),
+        _gpu(),
+        _package("torch"),
+        _package("mindspore"),
+        _proxies(),
+        Check(
+            "CA bundle", True, os.environ.get("REQUESTS_CA_BUNDLE") or "requests default (certifi)"
+        ),
+    ]
+
+
+def render_table(checks: list[Check]) -> str:
+    """A plain-text table, one check per row."""
+    width = max(len(c.name) for c in checks)
+    rows = [f"{'check'.ljust(width)}  status  detail", f"{'-' * width}  ------  ------"]
+    rows += [f"{c.name.ljust(width)}  {'ok' if c.ok else '--':6}  {c.detail}" for c in checks]
+    return "\n".join(rows)

@@ -1,0 +1,49 @@
+"""The exceptions opforge raises for anything a user can fix.
+
+Each carries a one-line message and an optional hint; the CLI prints both and exits non-zero
+without a traceback. Anything that is not an ``OpforgeError`` is a bug in opforge.
+"""
+
+from __future__ import annotations
+
+
+class OpforgeError(Exception):
+    """A user-facing failure: ``message`` says what is wrong, ``hint`` how to fix it."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(OpforgeError):
+    """A project file (checksums.yaml, a recipe) is missing, unreadable or malformed."""
+
+
+class PinError(OpforgeError):
+    """A pin is unknown, or its download cannot be obtained."""
+
+
+class DigestMismatch(PinError):
+    """A downloaded or cached file does not hash to the digest its pin records."""
+
+
+class OfflineMiss(PinError):
+    """``--offline`` was asked for and the cache does not hold the file."""
+
+
+class RecipeError(ConfigError):
+    """A recipe fails validation: unknown key, wrong type, missing pin, bad dependency, cycle."""
+
+
+class BuildError(OpforgeError):
+    """A build step failed or a build could not be started."""
+
+
+class ToolMissing(BuildError):
+    """A tool a build needs (cmake, ninja, a compiler) is not on PATH."""

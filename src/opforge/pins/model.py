@@ -1,0 +1,170 @@
+"""The pins file (``checksums.yaml``): every external input, by URL and digest."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import yaml
+
+from opforge.errors import ConfigError, PinError
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+_PIN_KEYS = {"url", "urls", "sha256", "md5", "size", "index", "description"}
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One external input: where to get it and the digests it must have."""
+
+    name: str
+    urls: tuple[str, ...]
+    sha256: str
+    md5: str | None = None
+    size: int | None = None
+    index: str | None = None
+    description: str | None = None
+
+    @property
+    def filename(self) -> str:
+        """The file's own name, taken from its first URL (fragment and query dropped)."""
+        return unquote(urlsplit(self.urls[0]).path.rsplit("/", 1)[-1]) or self.name
+
+    def with_digests(self, sha256: str, md5: str | None, size: int | None) -> Pin:
+        """A copy of this pin recording other digests (used by ``pins update``)."""
+        return Pin(self.name, self.urls, sha256, md5, size, self.index, self.description)
+
+
+@dataclass(frozen=True)
+class PinSet:
+    """All pins of one ``checksums.yaml``, in file order."""
+
+    path: Path
+    pins: dict[str, Pin]
+
+    def select(self, names: list[str] | None) -> list[Pin]:
+        """The pins named (all when ``names`` is empty), raising on any unknown name."""
+        if not names:
+            return list(self.pins.values())
+        unknown = [n for n in names if n not in self.pins]
+        if unknown:
+            known = ", ".join(self.pins) or "(none)"
+            raise PinError(
+                f"unknown pin {', '.join(repr(n) for n in unknown)} in {self.path}",
+                hint=f"known pins: {known}",
+            )
+        return [self.pins[n] for n in names]
+
+
+def _where(path: Path, *keys: str) -> str:
+    return f"{path}: " + ".".join(keys)
+
+
+def _parse_pin(path: Path, name: str, raw: object, unpinned_ok: bool) -> Pin:
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"{_where(path, 'pins', name)}: expected a mapping with url and sha256, "
+            f"got {type(raw).__name__}",
+            hint="write the pin as `NAME: {url: ..., sha256: ...}`",
+        )
+    unknown = sorted(set(raw) - _PIN_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{_where(path, 'pins', name, str(unknown[0]))}: unknown key",
+            hint=f"a pin takes only {', '.join(sorted(_PIN_KEYS))}",
+        )
+    if ("url" in raw) == ("urls" in raw):
+        raise ConfigError(
+            f"{_where(path, 'pins', name)}: give exactly one of url or urls",
+            hint="use `url:` for one location, `urls:` for a list of mirrors tried in order",
+        )
+    urls = [raw["url"]] if "url" in raw else raw["urls"]
+    if (
+        not isinstance(urls, list)
+        or not urls
+        or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls)
+    ):
+        key = "url" if "url" in raw else "urls"
+        raise ConfigError(
+            f"{_where(path, 'pins', name, key)}: expected http(s) URL(s), got {raw[key]!r}",
+            hint="write full http:// or https:// URLs",
+        )
+    sha256 = raw.get("sha256")
+    if unpinned_ok and sha256 in (None, ""):
+        sha256 = ""
+    elif not isinstance(sha256, str) or not _HEX64.match(sha256):
+        raise ConfigError(
+            f"{_where(path, 'pins', name, 'sha256')}: expected 64 lowercase hex digits, "
+            f"got {sha256!r}",
+            hint=f"run `opforge pins update {name}` to record the digest of the file as served",
+        )
+    md5 = raw.get("md5")
+    if md5 is not None and (not isinstance(md5, str) or not _HEX32.match(md5)):
+        raise ConfigError(
+            f"{_where(path, 'pins', name, 'md5')}: expected 32 lowercase hex digits, got {md5!r}",
+            hint="md5 is an optional legacy digest; fix it or remove the key",
+        )
+    size = raw.get("size")
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+        raise ConfigError(
+            f"{_where(path, 'pins', name, 'size')}: expected a byte count, got {size!r}",
+            hint="size is optional; fix it or remove the key",
+        )
+    index = raw.get("index")
+    if index is not None and not (
+        isinstance(index, str) and index.startswith(("http://", "https://"))
+    ):
+        raise ConfigError(
+            f"{_where(path, 'pins', name, 'index')}: expected the URL of a simple package index, "
+            f"got {index!r}",
+            hint="e.g. index: https://pypi.org/simple",
+        )
+    description = raw.get("description")
+    if description is not None and not isinstance(description, str):
+        raise ConfigError(f"{_where(path, 'pins', name, 'description')}: expected text")
+    return Pin(name, tuple(urls), sha256, md5, size, index, description)
+
+
+def load_pins(path: Path, *, unpinned_ok: bool = False) -> PinSet:
+    """Read and validate a pins file; every problem names the file and the key.
+
+    With ``unpinned_ok`` a pin may leave ``sha256`` empty (a new pin awaiting ``pins update``).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"pins file {path} does not exist",
+            hint="pass --pins FILE, or run from the project root that holds checksums.yaml",
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read pins file {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(
+            f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}",
+            hint="fix the YAML syntax",
+        ) from None
+    if not isinstance(data, dict) or "pins" not in data:
+        raise ConfigError(
+            f"{path}: expected a top-level `pins:` mapping",
+            hint="start the file with `pins:` followed by one entry per input",
+        )
+    extra = sorted(set(data) - {"pins"})
+    if extra:
+        raise ConfigError(
+            f"{path}: {extra[0]}: unknown top-level key", hint="only `pins:` is allowed"
+        )
+    raw_pins = data["pins"] or {}
+    if not isinstance(raw_pins, dict):
+        raise ConfigError(f"{path}: pins: expected a mapping of name -> pin")
+    pins = {
+        str(name): _parse_pin(path, str(name), raw, unpinned_ok) for name, raw in raw_pins.items()
+    }
+    return PinSet(path, pins)

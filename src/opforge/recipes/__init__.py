@@ -1,0 +1,1 @@
+"""Declarative build recipes: schema, model and loading."""

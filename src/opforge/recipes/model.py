@@ -1,0 +1,82 @@
+"""A validated recipe: what one build target is made of and how it is built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+OptionValue = str | bool | int
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A build flavour of a recipe (``cpu`` or ``gpu``): extra options and required tools."""
+
+    name: str
+    options: dict[str, OptionValue] = field(default_factory=dict)
+    requires: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CMakeSpec:
+    """How a ``cmake`` recipe is configured: source dir (project-relative) and cache options."""
+
+    source_dir: str
+    options: dict[str, OptionValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    """The command that verifies a built target, and the image family it runs in."""
+
+    command: tuple[str, ...]
+    image: str
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One build target, as declared in ``recipes/NAME.yaml``."""
+
+    name: str
+    kind: str
+    path: Path
+    raw: dict
+    sources: tuple[str, ...]
+    image: str
+    profiles: dict[str, Profile]
+    outputs: tuple[str, ...]
+    pins: tuple[str, ...] = ()
+    depends_on: tuple[str, ...] = ()
+    description: str = ""
+    cmake: CMakeSpec | None = None
+    test: TestSpec | None = None
+
+    def options_for(self, profile: str) -> dict[str, OptionValue]:
+        """CMake cache options for ``profile``: the recipe's, overridden by the profile's."""
+        base = dict(self.cmake.options) if self.cmake else {}
+        base.update(self.profiles[profile].options)
+        return base
+
+
+def recipe_from_dict(path: Path, raw: dict) -> Recipe:
+    """Build a ``Recipe`` from a dict that already passed schema validation."""
+    cmake = raw.get("cmake")
+    test = raw.get("test")
+    return Recipe(
+        name=raw["name"],
+        kind=raw["kind"],
+        path=path,
+        raw=raw,
+        sources=tuple(raw["sources"]),
+        image=raw["image"],
+        profiles={
+            name: Profile(name, dict(p.get("options", {})), tuple(p.get("requires", ())))
+            for name, p in raw["profiles"].items()
+        },
+        outputs=tuple(raw["outputs"]),
+        pins=tuple(raw.get("pins", ())),
+        depends_on=tuple(raw.get("depends_on", ())),
+        description=raw.get("description", ""),
+        cmake=CMakeSpec(cmake["source_dir"], dict(cmake.get("options", {}))) if cmake else None,
+        test=TestSpec(tuple(test["command"]), test["image"]) if test else None,
+    )
