@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import requests
+import urllib3
 from tqdm import tqdm
 
 from opforge.errors import DigestMismatch, OfflineMiss, PinError
@@ -170,7 +171,10 @@ class Fetcher:
 
     def _attempt(self, pin: Pin, url: str, temp: Path) -> None:
         have = temp.stat().st_size
-        headers = {"Range": f"bytes={have}-"} if have else {}
+        # identity: byte ranges must address the file itself, not a compressed rendering of it.
+        headers = {"Accept-Encoding": "identity"}
+        if have:
+            headers["Range"] = f"bytes={have}-"
         try:
             with self._session().get(
                 url, stream=True, timeout=self.settings.timeout, headers=headers
@@ -180,7 +184,7 @@ class Fetcher:
             raise _Transient(_describe_connection_error(url, exc)) from None
         except requests.exceptions.Timeout:
             raise _Transient(f"timed out after {self.settings.timeout:g}s") from None
-        except requests.exceptions.RequestException as exc:
+        except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
             raise _Transient(f"transfer interrupted ({type(exc).__name__})") from None
 
     def _receive(self, pin: Pin, response: requests.Response, temp: Path, have: int) -> None:
@@ -212,7 +216,9 @@ class Fetcher:
                 leave=False,
             ) as bar,
         ):
-            for chunk in response.iter_content(_CHUNK):
+            # read1 hands over whatever has arrived, so a connection cut mid-transfer keeps every
+            # byte received for the resume (iter_content's buffered reads would drop them).
+            while chunk := response.raw.read1(_CHUNK):
                 out.write(chunk)
                 bar.update(len(chunk))
         received = temp.stat().st_size

@@ -35,9 +35,11 @@ def _describe(error: jsonschema.ValidationError) -> tuple[str, str]:
             return _key_path([*where, unknown[0]]), (
                 f"unknown key (allowed here: {', '.join(sorted(allowed))})"
             )
-    if error.validator == "propertyNames":
-        bad = error.instance
-        return _key_path([*where, bad]), f"unknown name (allowed: {', '.join(schema['enum'])})"
+    if "propertyNames" in error.schema_path:
+        # A bad mapping key is reported against its parent; point at the key itself.
+        return _key_path([*where, error.instance]), (
+            f"unknown name (allowed: {', '.join(schema['enum'])})"
+        )
     if error.validator == "required":
         missing = error.message.split("'")[1]
         return _key_path([*where, missing]), "required key is missing"

@@ -1,0 +1,107 @@
+"""Shared fixtures, and skipping of marked tests whose capability this machine lacks."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from opforge.pins.cache import ContentCache
+from opforge.pins.fetch import Fetcher, FetchSettings
+from tests.servers import start_file_server, start_proxy
+
+REPO = Path(__file__).resolve().parent.parent
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")
+
+
+def _cuda_device_missing() -> str | None:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return "no CUDA device: nvidia-smi not found"
+    out = subprocess.run([smi, "-L"], capture_output=True, text=True, check=False)
+    if out.returncode != 0 or "GPU" not in out.stdout:
+        return "no CUDA device: nvidia-smi lists no GPU"
+    return None
+
+
+def _docker_missing() -> str | None:
+    try:
+        import docker
+
+        docker.from_env(timeout=3).ping()
+    except Exception as exc:  # any failure means: no engine to test against
+        return f"no Docker engine reachable ({type(exc).__name__})"
+    return None
+
+
+def _mindspore_missing() -> str | None:
+    if importlib.util.find_spec("mindspore") is None:
+        return "MindSpore is not installed"
+    return None
+
+
+_CAPABILITIES = {"gpu": _cuda_device_missing, "docker": _docker_missing, "mindspore": _mindspore_missing}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip gpu/docker/mindspore tests with the reason the capability is missing."""
+    reasons: dict[str, str | None] = {}
+    for item in items:
+        for marker, probe in _CAPABILITIES.items():
+            if marker in item.keywords:
+                if marker not in reasons:
+                    reasons[marker] = probe()
+                if reasons[marker]:
+                    item.add_marker(pytest.mark.skip(reason=reasons[marker]))
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests set proxies themselves; the machine's own must not leak in."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+@pytest.fixture
+def file_server():
+    """A real HTTP file server on 127.0.0.1."""
+    state, running = start_file_server()
+    yield state
+    running.stop()
+
+
+@pytest.fixture
+def proxy():
+    """A real recording forward proxy on 127.0.0.1: (forwarded URLs, proxy URL)."""
+    seen, running = start_proxy()
+    yield seen, f"http://127.0.0.1:{running.port}"
+    running.stop()
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> ContentCache:
+    """An empty content-addressed cache in a temporary directory."""
+    return ContentCache(tmp_path / "cache")
+
+
+@pytest.fixture
+def fetcher(cache: ContentCache) -> Fetcher:
+    """A fetcher with fast retries, so failure tests stay quick."""
+    return Fetcher(cache, settings=FetchSettings(retries=2, backoff=0.01, timeout=5))
+
+
+def sha256(data: bytes) -> str:
+    """Hex sha256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_pins(path: Path, body: str) -> Path:
+    """Write a pins file from an indented literal."""
+    path.write_text(textwrap.dedent(body).lstrip())
+    return path

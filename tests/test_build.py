@@ -1,0 +1,219 @@
+"""Real builds: the kernel library through ``opforge build``, and the up-to-date logic."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from opforge.build.engine import BuildEngine
+from opforge.paths import default_cache_dir
+from opforge.pins.cache import ContentCache
+from opforge.pins.digest import hash_file
+from opforge.pins.fetch import Fetcher
+from opforge.project import Project
+from opforge.runners import HostRunner
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def opforge(project: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run the real CLI against ``project``."""
+    return subprocess.run(
+        [sys.executable, "-m", "opforge", "--project", str(project), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def copy_project(dest: Path) -> Path:
+    """A private copy of the parts of this checkout a build reads."""
+    for name in ("kernels", "recipes"):
+        shutil.copytree(REPO / name, dest / name)
+    shutil.copy(REPO / "checksums.yaml", dest / "checksums.yaml")
+    return dest
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """A project copy after one successful ``opforge build --profile cpu``."""
+    project = copy_project(tmp_path_factory.mktemp("kernels-project"))
+    result = opforge(project, "build", "--profile", "cpu")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return project
+
+
+def test_cpu_build_installs_outputs_and_writes_manifest(built):
+    manifest = json.loads((built / "dist" / "manifest.json").read_text())
+    record = manifest["targets"]["kernels"]["cpu"]
+    prefix = built / record["prefix"]
+    assert record["recipe"] == "recipes/kernels.yaml"
+    library = prefix / "lib" / "libopforge_kernels.so.0.1.0"
+    assert record["outputs"]["lib/libopforge_kernels.so.0.1.0"] == hash_file(library)["sha256"]
+    assert record["outputs"]["lib/libopforge_kernels.so"] == "symlink:libopforge_kernels.so.0"
+    assert (prefix / "include" / "dlpack" / "dlpack.h").is_file()
+    inputs = record["inputs"]
+    assert inputs["pins"]["dlpack-source"] == hash_file(
+        ContentCache(default_cache_dir()).blobs
+        / inputs["pins"]["dlpack-source"][:2]
+        / inputs["pins"]["dlpack-source"]
+    )["sha256"]
+    assert "kernels/src/cpu/add.cpp" in inputs["sources"]
+    assert set(inputs["toolchain"]) == {"cmake", "ninja", "c++"}
+    assert inputs["options"]["OPFORGE_WITH_CUDA"] == "OFF"
+
+
+def test_second_build_is_up_to_date_and_runs_nothing(built):
+    log = built / "build" / "cpu" / "kernels" / "opforge-build.log"
+    before = log.stat().st_mtime_ns
+    result = opforge(built, "build", "--profile", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert "[kernels] up to date (cpu)" in result.stdout
+    assert "0 built, 1 up to date" in result.stdout
+    assert log.stat().st_mtime_ns == before, "no step ran"
+
+
+def test_changing_one_source_recompiles_only_that_file(built):
+    source = built / "kernels" / "src" / "cpu" / "add.cpp"
+    source.write_text(source.read_text() + "\n// touched by a test\n")
+    result = opforge(built, "build", "--profile", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert "1 built, 0 up to date" in result.stdout
+    compiled = [line for line in result.stdout.splitlines() if "Building CXX object" in line]
+    assert len(compiled) == 1 and "add.cpp.o" in compiled[0], compiled
+
+
+def test_a_deleted_output_is_rebuilt(built):
+    (built / "dist" / "cpu" / "lib" / "libopforge_kernels.so.0.1.0").unlink()
+    result = opforge(built, "build", "--profile", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert "1 built" in result.stdout
+    assert (built / "dist" / "cpu" / "lib" / "libopforge_kernels.so.0.1.0").is_file()
+
+
+def test_a_failing_step_shows_command_and_log_tail(tmp_path):
+    project = copy_project(tmp_path)
+    bad = project / "kernels" / "src" / "cpu" / "add.cpp"
+    bad.write_text(bad.read_text() + "\nthis is not C++;\n")
+    result = opforge(project, "build", "--profile", "cpu", "--quiet")
+    assert result.returncode == 1
+    assert "opforge: error: step build failed (exit 1): " in result.stderr
+    assert "this is not C++" in result.stderr or "add.cpp" in result.stderr
+    assert "hint: the full log is" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (project / "dist" / "manifest.json").exists(), "a failed build records nothing"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
+                    reason="nvcc not found: cannot compile the CUDA sources")
+def test_gpu_profile_compiles_cuda_for_sm80_and_sm90(tmp_path):
+    project = copy_project(tmp_path)
+    result = opforge(project, "build", "--profile", "gpu", "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    manifest = json.loads((project / "dist" / "manifest.json").read_text())
+    record = manifest["targets"]["kernels"]["gpu"]
+    assert record["inputs"]["options"]["OPFORGE_WITH_CUDA"] == "ON"
+    assert "nvcc" in record["inputs"]["toolchain"]
+    commands = subprocess.run(
+        ["ninja", "-C", str(project / "build" / "gpu" / "kernels"), "-t", "commands"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    add_cu = [line for line in commands.splitlines() if "add.cu" in line and "nvcc" in line]
+    assert add_cu, "add.cu was compiled by nvcc"
+    assert "sm_80" in add_cu[0] and "sm_90" in add_cu[0], add_cu[0]
+    library = project / "dist" / "gpu" / "lib" / "libopforge_kernels.so.0.1.0"
+    dynamic = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True).stdout
+    assert "libcudart.so" in dynamic
+
+
+# --- selective rebuilds across targets, on a small project of three libraries ----------------
+
+LIB_CMAKE = """\
+cmake_minimum_required(VERSION 3.24)
+project({name} CXX)
+add_library({name} SHARED {name}.cpp)
+install(TARGETS {name} LIBRARY DESTINATION lib)
+"""
+
+LIB_RECIPE = """\
+name: {name}
+kind: cmake
+sources: ["{name}/*"]
+image: devel
+cmake: {{source_dir: {name}}}
+profiles: {{cpu: {{}}}}
+outputs: [lib/lib{name}.so]
+depends_on: {deps}
+"""
+
+
+@pytest.fixture
+def three_targets(tmp_path) -> Project:
+    """liba; libb depends on liba; libc stands alone."""
+    (tmp_path / "checksums.yaml").write_text("pins: {}\n")
+    (tmp_path / "recipes").mkdir()
+    for name, deps in (("liba", []), ("libb", ["liba"]), ("libc", [])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "CMakeLists.txt").write_text(LIB_CMAKE.format(name=name))
+        (tmp_path / name / f"{name}.cpp").write_text(f"int {name}_value() {{ return 1; }}\n")
+        (tmp_path / "recipes" / f"{name}.yaml").write_text(
+            textwrap.dedent(LIB_RECIPE.format(name=name, deps=json.dumps(deps)))
+        )
+    return Project(tmp_path, tmp_path / "checksums.yaml")
+
+
+def _engine(project: Project, lines: list[str]) -> BuildEngine:
+    runner = HostRunner(echo=lambda _line: None)
+    fetcher = Fetcher(ContentCache(project.root / "cache"), offline=True)
+    return BuildEngine(project, fetcher, runner, jobs=2, say=lines.append)
+
+
+def _statuses(project: Project, targets: list[str] | None = None) -> dict[str, str]:
+    results = _engine(project, []).build(targets or [], "cpu")
+    return {r.name: r.status for r in results}
+
+
+def test_only_changed_targets_and_their_dependents_rebuild(three_targets):
+    project = three_targets
+    assert _statuses(project) == {"liba": "built", "libb": "built", "libc": "built"}
+    assert _statuses(project) == {"liba": "up-to-date", "libb": "up-to-date", "libc": "up-to-date"}
+
+    (project.root / "libc" / "libc.cpp").write_text("int libc_value() { return 2; }\n")
+    assert _statuses(project) == {"liba": "up-to-date", "libb": "up-to-date", "libc": "built"}
+
+    (project.root / "liba" / "liba.cpp").write_text("int liba_value() { return 3; }\n")
+    assert _statuses(project) == {"liba": "built", "libb": "built", "libc": "up-to-date"}
+
+
+def test_building_one_target_builds_its_dependencies_only(three_targets):
+    assert _statuses(three_targets, ["libb"]) == {"liba": "built", "libb": "built"}
+
+
+def test_toolchain_change_invalidates(three_targets, monkeypatch, tmp_path):
+    project = three_targets
+    _statuses(project, ["liba"])
+    # A wrapper compiler with a different --version is a different toolchain.
+    wrapper = tmp_path / "bin" / "c++"
+    wrapper.parent.mkdir()
+    real = shutil.which("c++")
+    wrapper.write_text(f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "wrapped c++ 99"; exit 0; }}\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CXX", str(wrapper))
+    from opforge.build import toolchain
+
+    toolchain.find_tool.cache_clear()
+    try:
+        assert _statuses(project, ["liba"]) == {"liba": "built"}
+    finally:
+        toolchain.find_tool.cache_clear()
+    assert os.environ["CXX"] == str(wrapper)

@@ -1,0 +1,145 @@
+"""The CLI as a user meets it: exit codes, one-line errors with hints, no tracebacks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, sha256, write_pins
+
+
+def run(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``opforge ARGS`` as a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "opforge", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def assert_user_error(result: subprocess.CompletedProcess, text: str) -> None:
+    """Non-zero, the message on the first line, at most a hint after it, and no traceback."""
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("opforge: error: ") and text in lines[0], result.stderr
+    assert all(line.startswith("  hint: ") for line in lines[1:]), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.fixture
+def pins_file(tmp_path, file_server):
+    body = os.urandom(40_000)
+    url = file_server.add("/data.tar.gz", body)
+    return write_pins(tmp_path / "pins.yaml", f"pins:\n  data:\n    url: {url}\n    sha256: {sha256(body)}\n")
+
+
+def test_help_lists_every_command():
+    result = run("--help")
+    assert result.returncode == 0
+    for command in ("recipes", "pins", "build", "doctor"):
+        assert command in result.stdout
+    pins_help = run("pins", "fetch", "--help").stdout
+    assert "--offline" in pins_help and "--cache" in pins_help and "--pins" in pins_help
+
+
+def test_fetch_verify_list_through_the_cli(tmp_path, pins_file):
+    cache = str(tmp_path / "cache")
+    fetched = run("pins", "fetch", "--pins", str(pins_file), "--cache", cache)
+    assert fetched.returncode == 0, fetched.stderr
+    assert fetched.stdout.startswith("data ") and "fetched" in fetched.stdout
+    again = run("pins", "fetch", "--pins", str(pins_file), "--cache", cache)
+    assert "cached" in again.stdout
+    verified = run("pins", "verify", "--pins", str(pins_file), "--cache", cache)
+    assert verified.returncode == 0 and "data" in verified.stdout and "ok" in verified.stdout
+    listed = run("pins", "list", "--pins", str(pins_file), "--cache", cache)
+    assert "cached" in listed.stdout and "data.tar.gz" in listed.stdout
+
+
+def test_verify_with_empty_cache_reports_missing(tmp_path, pins_file):
+    result = run("pins", "verify", "--pins", str(pins_file), "--cache", str(tmp_path / "empty"))
+    assert "data                   missing" in result.stdout
+    assert_user_error(result, "1 of 1 pin(s) missing or corrupt")
+    assert "opforge pins fetch data" in result.stderr
+
+
+def test_offline_fetch_with_empty_cache(tmp_path, pins_file):
+    result = run("pins", "fetch", "--offline", "--pins", str(pins_file), "--cache", str(tmp_path / "c"))
+    assert_user_error(result, "pin data: not in cache")
+
+
+def test_unknown_pin(tmp_path, pins_file):
+    result = run("pins", "fetch", "nope", "--pins", str(pins_file), "--cache", str(tmp_path / "c"))
+    assert_user_error(result, "unknown pin 'nope'")
+    assert "known pins: data" in result.stderr
+
+
+def test_digest_mismatch_through_the_cli(tmp_path, file_server):
+    url = file_server.add("/icu4j.jar", b"the real jar")
+    pins = write_pins(tmp_path / "p.yaml", f"pins:\n  icu4j:\n    url: {url}\n    sha256: {'c' * 64}\n")
+    result = run("pins", "fetch", "--pins", str(pins), "--cache", str(tmp_path / "c"))
+    assert_user_error(result, f"pin icu4j: sha256 mismatch for {url}: expected {'c' * 64}, got {sha256(b'the real jar')}")
+    assert "opforge pins update icu4j" in result.stderr
+
+
+def test_404_through_the_cli(tmp_path, file_server):
+    pins = write_pins(tmp_path / "p.yaml", f"pins:\n  gone:\n    url: {file_server.url('/x')}\n    sha256: {'d' * 64}\n")
+    result = run("pins", "fetch", "--pins", str(pins), "--cache", str(tmp_path / "c"), "--retries", "0")
+    assert_user_error(result, "HTTP 404")
+
+
+def test_update_through_the_cli(tmp_path, file_server):
+    url = file_server.add("/t.tar.gz", b"v2")
+    pins = write_pins(tmp_path / "p.yaml", f"pins:\n  t:\n    url: {url}\n    sha256: {'e' * 64}\n")
+    result = run("pins", "update", "t", "--pins", str(pins), "--cache", str(tmp_path / "c"))
+    assert result.returncode == 0, result.stderr
+    assert f"t: sha256 {'e' * 64} -> {sha256(b'v2')}" in result.stdout
+    offline = run("pins", "update", "t", "--offline", "--pins", str(pins))
+    assert_user_error(offline, "pins update needs the network")
+
+
+def test_malformed_pins_file(tmp_path):
+    pins = tmp_path / "p.yaml"
+    pins.write_text("pins:\n  x:\n    url: http://h/x\n    sha256: nope\n")
+    assert_user_error(run("pins", "list", "--pins", str(pins)), f"{pins}: pins.x.sha256")
+
+
+def test_outside_a_project(tmp_path):
+    assert_user_error(run("recipes", "list", cwd=tmp_path), "no opforge project found")
+
+
+def test_recipes_commands_on_this_project():
+    listed = run("recipes", "list")
+    assert listed.returncode == 0 and listed.stdout.startswith("kernels ")
+    shown = run("recipes", "show", "kernels")
+    assert shown.returncode == 0 and "# " in shown.stdout and "kind: cmake" in shown.stdout
+    assert_user_error(run("recipes", "show", "nope"), "unknown target 'nope'")
+    valid = run("recipes", "validate")
+    assert valid.returncode == 0 and "valid: kernels" in valid.stdout
+
+
+def test_validate_names_the_broken_file(tmp_path):
+    bad = tmp_path / "extra.yaml"
+    bad.write_text("name: extra\nkind: cmake\n")
+    assert_user_error(run("recipes", "validate", str(bad)), f"{bad}: cmake: required key is missing")
+
+
+def test_build_of_unknown_target_or_profile():
+    assert_user_error(run("build", "nope"), "unknown target 'nope'")
+    bad_profile = run("build", "--profile", "tpu")
+    assert bad_profile.returncode == 2 and "invalid choice: 'tpu'" in bad_profile.stderr
+
+
+def test_doctor_reports_every_capability_and_masks_proxy_passwords():
+    result = run("doctor", env={"HTTPS_PROXY": "http://alice:s3cret@127.0.0.1:3128"})
+    assert result.returncode == 0, result.stderr
+    for row in ("docker engine", "cmake", "ninja", "nvcc", "cuDNN", "GPU", "torch", "mindspore", "proxies"):
+        assert any(line.startswith(row) for line in result.stdout.splitlines()), row
+    assert "HTTPS_PROXY=http://alice:***@127.0.0.1:3128" in result.stdout
+    assert "s3cret" not in result.stdout

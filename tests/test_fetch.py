@@ -1,0 +1,184 @@
+"""Fetching pins from a real loopback HTTP server: verify, cache, resume, retry, proxy."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import stat
+
+import pytest
+
+from opforge.errors import DigestMismatch, OfflineMiss, PinError
+from opforge.pins.cache import ContentCache
+from opforge.pins.fetch import Fetcher, FetchSettings
+from opforge.pins.model import Pin
+from tests.conftest import sha256
+
+BODY = os.urandom(300_000)
+
+
+def _pin(name: str, *urls: str, body: bytes = BODY, **extra) -> Pin:
+    return Pin(name, tuple(urls), sha256(body), **extra)
+
+
+def _cache_files(cache: ContentCache) -> list[str]:
+    return sorted(str(p.relative_to(cache.root)) for p in cache.root.rglob("*") if p.is_file())
+
+
+def test_fetch_stores_verified_file_under_its_digest(file_server, fetcher, cache):
+    pin = _pin("blob", file_server.add("/blob.bin", BODY))
+    path = fetcher.fetch(pin)
+    assert path == cache.root / "sha256" / pin.sha256[:2] / pin.sha256
+    assert path.read_bytes() == BODY
+    assert not path.stat().st_mode & stat.S_IWUSR, "cached files are read-only"
+    assert _cache_files(cache) == [f"sha256/{pin.sha256[:2]}/{pin.sha256}"]
+
+
+def test_second_fetch_is_served_from_cache_without_a_request(file_server, fetcher):
+    pin = _pin("blob", file_server.add("/blob.bin", BODY))
+    fetcher.fetch(pin)
+    fetcher.fetch(pin)
+    assert len(file_server.requests_for("/blob.bin")) == 1
+
+
+def test_digest_mismatch_names_pin_url_digests_and_repin_command(file_server, fetcher, cache):
+    url = file_server.add("/blob.bin", BODY)
+    wrong = hashlib.sha256(b"something else").hexdigest()
+    pin = Pin("icu4j", (url,), wrong)
+    with pytest.raises(DigestMismatch) as info:
+        fetcher.fetch(pin)
+    message = str(info.value)
+    assert "icu4j" in message and url in message
+    assert wrong in message and sha256(BODY) in message
+    assert "opforge pins update icu4j" in info.value.hint
+    assert _cache_files(cache) == [], "nothing unverified may stay in the cache"
+
+
+def test_legacy_md5_is_verified_too(file_server, fetcher, cache):
+    url = file_server.add("/blob.bin", BODY)
+    good = _pin("blob", url, md5=hashlib.md5(BODY).hexdigest())
+    assert fetcher.fetch(good).read_bytes() == BODY
+    bad = Pin("legacy", (url,), sha256(BODY) + "", md5="0" * 32)
+    cache2 = ContentCache(cache.root.parent / "cache2")
+    with pytest.raises(DigestMismatch, match="md5 mismatch"):
+        Fetcher(cache2).fetch(bad)
+    assert _cache_files(cache2) == []
+
+
+def test_size_mismatch_is_refused(file_server, fetcher, cache):
+    pin = _pin("blob", file_server.add("/blob.bin", BODY), size=len(BODY) + 1)
+    with pytest.raises(DigestMismatch, match="size mismatch"):
+        fetcher.fetch(pin)
+    assert _cache_files(cache) == []
+
+
+def test_truncated_transfer_resumes_with_range(file_server, fetcher):
+    pin = _pin("blob", file_server.add("/blob.bin", BODY, cut_first=1))
+    assert fetcher.fetch(pin).read_bytes() == BODY
+    requests_seen = file_server.requests_for("/blob.bin")
+    assert len(requests_seen) == 2
+    assert requests_seen[0][2] is None
+    assert requests_seen[1][2] == f"bytes={len(BODY) // 2}-", "the retry resumes where it stopped"
+
+
+def test_truncated_transfer_without_range_support_restarts(file_server, fetcher):
+    pin = _pin("blob", file_server.add("/blob.bin", BODY, cut_first=1, ranges=False))
+    assert fetcher.fetch(pin).read_bytes() == BODY
+    assert len(file_server.requests_for("/blob.bin")) == 2
+
+
+def test_server_errors_are_retried_with_backoff(file_server, fetcher):
+    pin = _pin("blob", file_server.add("/blob.bin", BODY, fail_first=2))
+    assert fetcher.fetch(pin).read_bytes() == BODY
+    assert len(file_server.requests_for("/blob.bin")) == 3
+
+
+def test_persistent_truncation_gives_up_with_a_clear_error(file_server, cache):
+    pin = _pin("blob", file_server.add("/blob.bin", BODY, cut_first=100, ranges=False))
+    quick = Fetcher(cache, settings=FetchSettings(retries=2, backoff=0.0, timeout=5))
+    with pytest.raises(PinError, match=r"pin blob: download failed .*gave up after 3 attempts"):
+        quick.fetch(pin)
+    assert _cache_files(cache) == []
+
+
+def test_404_is_one_clear_error_and_not_retried(file_server, fetcher, cache):
+    url = file_server.url("/missing.bin")
+    with pytest.raises(PinError) as info:
+        fetcher.fetch(_pin("gone", url))
+    assert str(info.value) == f"pin gone: download failed ({url}: HTTP 404 Not Found)"
+    assert "\n" not in str(info.value)
+    assert len(file_server.requests_for("/missing.bin")) == 1
+    assert _cache_files(cache) == []
+
+
+def test_mirrors_are_tried_in_order(file_server, fetcher):
+    missing = file_server.url("/primary/blob.bin")
+    mirror = file_server.add("/mirror/blob.bin", BODY)
+    assert fetcher.fetch(_pin("blob", missing, mirror)).read_bytes() == BODY
+
+
+def test_connection_refused_is_one_clear_error(fetcher):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/blob.bin"
+    with pytest.raises(PinError, match=rf"connection refused by 127\.0\.0\.1:{port}"):
+        fetcher.fetch(_pin("blob", url))
+
+
+def test_offline_with_empty_cache_says_so(file_server, cache):
+    pin = _pin("blob", file_server.add("/blob.bin", BODY))
+    with pytest.raises(OfflineMiss, match="not in cache .* --offline"):
+        Fetcher(cache, offline=True).fetch(pin)
+    assert file_server.log == [], "offline never touches the network"
+
+
+def test_offline_uses_the_cache(file_server, fetcher, cache):
+    pin = _pin("blob", file_server.add("/blob.bin", BODY))
+    fetcher.fetch(pin)
+    assert Fetcher(cache, offline=True).fetch(pin).read_bytes() == BODY
+
+
+def test_several_pins_fetch_in_parallel(file_server, fetcher):
+    bodies = {f"p{i}": os.urandom(50_000 + i) for i in range(6)}
+    pins = [_pin(name, file_server.add(f"/{name}", body), body=body) for name, body in bodies.items()]
+    paths = fetcher.fetch_many(pins, jobs=4)
+    assert {name: paths[name].read_bytes() for name in bodies} == bodies
+
+
+def test_fetch_many_reports_every_failure(file_server, fetcher):
+    good = _pin("good", file_server.add("/good", BODY))
+    bad1 = _pin("bad1", file_server.url("/nope1"))
+    bad2 = _pin("bad2", file_server.url("/nope2"))
+    with pytest.raises(PinError) as info:
+        fetcher.fetch_many([good, bad1, bad2])
+    assert "bad1" in str(info.value) and "bad2" in str(info.value)
+    assert fetcher.cache.has(good)
+
+
+def test_http_proxy_from_environment_is_used(file_server, fetcher, proxy, monkeypatch):
+    seen, proxy_url = proxy
+    url = file_server.add("/blob.bin", BODY)
+    monkeypatch.setenv("HTTP_PROXY", proxy_url)
+    assert fetcher.fetch(_pin("blob", url)).read_bytes() == BODY
+    assert seen == [url], "the download went through the proxy"
+
+
+def test_no_proxy_bypasses_the_proxy(file_server, fetcher, proxy, monkeypatch):
+    seen, proxy_url = proxy
+    url = file_server.add("/blob.bin", BODY)
+    monkeypatch.setenv("HTTP_PROXY", proxy_url)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    assert fetcher.fetch(_pin("blob", url)).read_bytes() == BODY
+    assert seen == []
+    assert len(file_server.requests_for("/blob.bin")) == 1
+
+
+def test_unreachable_proxy_is_named(file_server, fetcher, monkeypatch):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+    with pytest.raises(PinError, match="cannot reach the proxy"):
+        fetcher.fetch(_pin("blob", file_server.add("/blob.bin", BODY)))

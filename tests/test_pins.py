@@ -1,0 +1,165 @@
+"""The pins file: validation, cache verification, and ``pins update`` rewriting one pin only."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from opforge.errors import ConfigError, DigestMismatch, PinError
+from opforge.pins.cache import CacheState
+from opforge.pins.model import load_pins
+from opforge.pins.update import update_pin
+from tests.conftest import REPO, sha256, write_pins
+
+GOOD = "a" * 64
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("pins:\n  x:\n    url: http://h/x\n", r"pins\.x\.sha256: expected 64 lowercase hex"),
+        (f"pins:\n  x:\n    url: http://h/x\n    sha256: {'A' * 64}\n", r"pins\.x\.sha256"),
+        (f"pins:\n  x:\n    url: http://h/x\n    sha256: {GOOD}\n    sha1: abc\n", r"pins\.x\.sha1: unknown key"),
+        (f"pins:\n  x:\n    sha256: {GOOD}\n", r"pins\.x: give exactly one of url or urls"),
+        (f"pins:\n  x:\n    url: ftp://h/x\n    sha256: {GOOD}\n", r"pins\.x\.url: expected http\(s\)"),
+        (f"pins:\n  x:\n    url: http://h/x\n    sha256: {GOOD}\n    md5: zz\n", r"pins\.x\.md5"),
+        (f"pins:\n  x:\n    url: http://h/x\n    sha256: {GOOD}\n    size: -1\n", r"pins\.x\.size"),
+        ("pins:\n  x: [1, 2]\n", r"pins\.x: expected a mapping"),
+        ("pinz: {}\n", r"expected a top-level `pins:` mapping"),
+        ("pins:\n  x: {url: [unclosed\n", r"not valid YAML at line \d+"),
+    ],
+)
+def test_malformed_pins_name_file_and_key(tmp_path, body, expected):
+    path = tmp_path / "checksums.yaml"
+    path.write_text(body)
+    with pytest.raises(ConfigError, match=expected) as info:
+        load_pins(path)
+    assert str(path) in str(info.value)
+
+
+def test_missing_pins_file_has_a_hint(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist") as info:
+        load_pins(tmp_path / "nope.yaml")
+    assert "--pins" in info.value.hint
+
+
+def test_project_pins_file_is_valid_and_pins_the_cuda_13_wheels():
+    pins = load_pins(REPO / "checksums.yaml").pins
+    for name in ("nvidia-cuda-nvcc", "nvidia-cuda-runtime", "nvidia-cuda-cccl", "nvidia-cudnn-cu13"):
+        assert name in pins
+    # Transitive CUDA wheels pinned to the same release as nvcc (13.5's nvvm broke ptxas).
+    for name in ("nvidia-nvvm", "nvidia-cuda-crt"):
+        assert "-13.0.88-" in pins[name].filename
+
+
+def test_unknown_pin_name_lists_known_ones(tmp_path):
+    path = write_pins(tmp_path / "p.yaml", f"pins:\n  one:\n    url: http://h/one\n    sha256: {GOOD}\n")
+    with pytest.raises(PinError, match="unknown pin 'two'") as info:
+        load_pins(path).select(["two"])
+    assert "one" in info.value.hint
+
+
+def test_verify_reports_missing_and_removes_corrupt(file_server, fetcher, cache):
+    body = os.urandom(10_000)
+    url = file_server.add("/f", body)
+    path = write_pins(
+        cache.root.parent / "p.yaml",
+        f"pins:\n  good:\n    url: {url}\n    sha256: {sha256(body)}\n"
+        f"  absent:\n    url: {url}x\n    sha256: {GOOD}\n",
+    )
+    pins = load_pins(path).pins
+    cached = fetcher.fetch(pins["good"])
+    assert cache.verify(pins["good"]).state is CacheState.OK
+    assert cache.verify(pins["absent"]).state is CacheState.MISSING
+    cached.chmod(0o644)
+    cached.write_bytes(b"bit rot")
+    result = cache.verify(pins["good"])
+    assert result.state is CacheState.CORRUPT
+    assert result.actual["sha256"] == sha256(b"bit rot")
+    assert not cached.exists(), "a corrupt file must not stay usable in the cache"
+
+
+PINS_TEMPLATE = """\
+# Header comment that must survive.
+pins:
+  # the one we update
+  wheel:
+    url: {url}
+    sha256: {sha}   # trailing comment
+    md5: {md5}
+    size: {size}
+  other:   # untouched
+    url: http://example.invalid/other.tar.gz
+    sha256: "{other}"
+"""
+
+
+def _write_template(path, url, sha, md5="ab" * 16, size=1):
+    path.write_text(PINS_TEMPLATE.format(url=url, sha=sha, md5=md5, size=size, other=GOOD))
+    return path
+
+
+def test_update_rewrites_only_that_pins_digests(file_server, fetcher, tmp_path):
+    import hashlib
+
+    body = os.urandom(20_000)
+    filename = "demo_pkg-1.0-py3-none-any.whl"
+    url = file_server.add(f"/files/{filename}", body)
+    path = _write_template(tmp_path / "checksums.yaml", url, GOOD)
+    original = path.read_text()
+    result = update_pin(path, "wheel", fetcher)
+    assert result.changed and result.new.sha256 == sha256(body)
+    expected = original.replace(GOOD, sha256(body), 1)
+    expected = expected.replace("ab" * 16, hashlib.md5(body).hexdigest())
+    expected = expected.replace("size: 1\n", f"size: {len(body)}\n")
+    assert path.read_text() == expected, "comments, order and the other pin stay byte for byte"
+    assert load_pins(path).pins["wheel"].sha256 == sha256(body)
+    assert fetcher.cache.has(result.new), "the re-pinned file is cached under its new digest"
+
+
+def test_update_fills_an_unset_digest(file_server, fetcher, tmp_path):
+    body = b"new input"
+    url = file_server.add("/new.tar.gz", body)
+    path = write_pins(tmp_path / "p.yaml", f'pins:\n  fresh:\n    url: {url}\n    sha256: ""\n')
+    with pytest.raises(ConfigError):
+        load_pins(path)
+    update_pin(path, "fresh", fetcher)
+    assert load_pins(path).pins["fresh"].sha256 == sha256(body)
+
+
+def test_update_checks_the_package_index_digest(file_server, fetcher, tmp_path):
+    body = os.urandom(5_000)
+    filename = "demo_pkg-1.0-py3-none-any.whl"
+    url = file_server.add(f"/files/{filename}", body)
+    file_server.publish("demo-pkg", filename, body)
+    path = _write_template(tmp_path / "checksums.yaml", url, GOOD)
+    text = path.read_text().replace(
+        "    size: 1\n", f"    size: 1\n    index: {file_server.url('/simple')}\n"
+    )
+    path.write_text(text)
+    result = update_pin(path, "wheel", fetcher)
+    assert result.confirmed_by == file_server.url("/simple")
+    assert ("GET", "/simple/demo-pkg/", None) in file_server.log
+
+
+def test_update_refuses_when_the_index_disagrees(file_server, fetcher, tmp_path):
+    served = os.urandom(5_000)
+    filename = "demo_pkg-1.0-py3-none-any.whl"
+    url = file_server.add(f"/files/{filename}", served)
+    file_server.publish("demo-pkg", filename, b"what the index says it should be")
+    path = _write_template(tmp_path / "checksums.yaml", url, GOOD)
+    path.write_text(
+        path.read_text().replace("    size: 1\n", f"    size: 1\n    index: {file_server.url('/simple')}\n")
+    )
+    before = path.read_text()
+    with pytest.raises(DigestMismatch, match="but the index .* lists"):
+        update_pin(path, "wheel", fetcher)
+    assert path.read_text() == before, "the pins file is untouched"
+    assert [p for p in fetcher.cache.root.rglob("*") if p.is_file()] == [], "nothing cached"
+
+
+def test_update_of_unknown_pin_is_a_clear_error(fetcher, tmp_path):
+    path = _write_template(tmp_path / "checksums.yaml", "http://h/x.whl", GOOD)
+    with pytest.raises(PinError, match="unknown pin 'nope'"):
+        update_pin(path, "nope", fetcher)

@@ -1,0 +1,154 @@
+"""Recipe validation: every malformation is an error naming the file and the key."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from opforge.errors import RecipeError
+from opforge.pins.model import load_pins
+from opforge.project import Project
+from tests.conftest import REPO
+
+GOOD = "b" * 64
+
+BASE = """\
+name: {name}
+kind: cmake
+sources: ["src/{name}/**/*"]
+image: devel
+cmake:
+  source_dir: src/{name}
+profiles:
+  cpu: {{}}
+outputs: [lib/lib{name}.so]
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    """A minimal project: one pin, one valid recipe ``alpha`` with a CMake source dir."""
+    (tmp_path / "checksums.yaml").write_text(f"pins:\n  tool:\n    url: http://h/t\n    sha256: {GOOD}\n")
+    (tmp_path / "recipes").mkdir()
+    for name in ("alpha", "beta"):
+        (tmp_path / "src" / name).mkdir(parents=True)
+        (tmp_path / "src" / name / "CMakeLists.txt").write_text("project(x)\n")
+    (tmp_path / "recipes" / "alpha.yaml").write_text(BASE.format(name="alpha"))
+    return Project(tmp_path, tmp_path / "checksums.yaml")
+
+
+def _load(project: Project):
+    return project.load_recipes(load_pins(project.pins_path))
+
+
+def _write(project: Project, name: str, text: str) -> Path:
+    path = project.recipes_dir / f"{name}.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_valid_project_loads(project):
+    assert list(_load(project).recipes) == ["alpha"]
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "problem"),
+    [
+        (lambda t: t + "colour: red\n", "colour", "unknown key"),
+        (lambda t: t.replace("  source_dir:", "  sourcedir: x\n  source_dir:"), "cmake.sourcedir", "unknown key"),
+        (lambda t: t.replace("  cpu: {}", "  cpu: {opts: {}}"), "profiles.cpu.opts", "unknown key"),
+        (lambda t: t.replace("  cpu: {}", "  tpu: {}"), "profiles.tpu", "unknown name"),
+        (lambda t: t.replace("kind: cmake", "kind: bazel"), "kind", "'bazel' is not one of cmake"),
+        (lambda t: t.replace("image: devel", "image: 3"), "image", "is not one of devel, runtime"),
+        (lambda t: t.replace('sources: ["src/beta/**/*"]', "sources: src/beta"), "sources", "expected array, got str"),
+        (lambda t: t.replace("outputs: [lib/libbeta.so]", "outputs: [1]"), "outputs[0]", "expected string, got int"),
+        (lambda t: t.replace("name: beta\n", ""), "name", "required key is missing"),
+        (lambda t: t.replace("cmake:\n  source_dir: src/beta\n", ""), "cmake", "required key is missing"),
+        (lambda t: t.replace("name: beta", "name: Beta_1"), "name", "lowercase letters"),
+        (lambda t: t + "test: {command: [pytest]}\n", "test.image", "required key is missing"),
+    ],
+)
+def test_schema_errors_name_file_and_key(project, change, key, problem):
+    path = _write(project, "beta", change(BASE.format(name="beta")))
+    with pytest.raises(RecipeError) as info:
+        _load(project)
+    assert str(info.value).startswith(f"{path}: {key}: "), str(info.value)
+    assert problem in str(info.value)
+
+
+def test_missing_pin_is_named(project):
+    path = _write(project, "beta", BASE.format(name="beta") + "pins: [tool, icu4j]\n")
+    with pytest.raises(RecipeError, match=r"pins\[1\]: pin 'icu4j' is not in .*checksums.yaml") as info:
+        _load(project)
+    assert str(path) in str(info.value)
+
+
+def test_unknown_dependency_is_named(project):
+    path = _write(project, "beta", BASE.format(name="beta") + "depends_on: [alpha, gamma]\n")
+    with pytest.raises(RecipeError, match=r"depends_on\[1\]: unknown recipe 'gamma'") as info:
+        _load(project)
+    assert str(path) in str(info.value)
+
+
+def test_dependency_cycle_is_named(project):
+    _write(project, "alpha", BASE.format(name="alpha") + "depends_on: [beta]\n")
+    _write(project, "beta", BASE.format(name="beta") + "depends_on: [alpha]\n")
+    with pytest.raises(RecipeError, match=r"depends_on: dependency cycle (alpha -> beta -> alpha|beta -> alpha -> beta)"):
+        _load(project)
+
+
+def test_self_dependency_is_a_cycle(project):
+    _write(project, "beta", BASE.format(name="beta") + "depends_on: [beta]\n")
+    with pytest.raises(RecipeError, match="dependency cycle beta -> beta"):
+        _load(project)
+
+
+def test_source_pattern_matching_nothing_is_an_error(project):
+    _write(project, "beta", BASE.format(name="beta").replace("src/beta/**/*", "src/btea/**/*"))
+    with pytest.raises(RecipeError, match=r"sources\[0\]: 'src/btea/\*\*/\*' matches no file"):
+        _load(project)
+
+
+def test_cmake_source_dir_without_cmakelists(project):
+    _write(project, "beta", BASE.format(name="beta").replace("source_dir: src/beta", "source_dir: src"))
+    with pytest.raises(RecipeError, match=r"cmake\.source_dir: 'src' has no CMakeLists\.txt"):
+        _load(project)
+
+
+def test_duplicate_names_are_refused(project):
+    _write(project, "alpha2", BASE.format(name="alpha"))
+    with pytest.raises(RecipeError, match="name: 'alpha' is already defined in"):
+        _load(project)
+
+
+def test_yaml_syntax_error_gives_the_line(project):
+    path = _write(project, "beta", "name: beta\nkind: [cmake\n")
+    with pytest.raises(RecipeError, match=rf"{path}: not valid YAML at line \d+"):
+        _load(project)
+
+
+def test_order_puts_dependencies_first_and_includes_them(project):
+    _write(project, "beta", BASE.format(name="beta") + "depends_on: [alpha]\n")
+    book = _load(project)
+    assert [r.name for r in book.order(["beta"])] == ["alpha", "beta"]
+    assert [r.name for r in book.order(["alpha"])] == ["alpha"]
+    with pytest.raises(RecipeError, match="unknown target 'gamma'"):
+        book.order(["gamma"])
+
+
+def test_profile_options_override_recipe_options(project):
+    _write(
+        project,
+        "beta",
+        BASE.format(name="beta").replace("  source_dir: src/beta", "  source_dir: src/beta\n  options: {A: 1, B: x}")
+        .replace("  cpu: {}", "  cpu: {options: {B: y}}"),
+    )
+    assert _load(project).get("beta").options_for("cpu") == {"A": 1, "B": "y"}
+
+
+def test_the_projects_own_recipes_are_valid():
+    project = Project(REPO, REPO / "checksums.yaml")
+    book = project.load_recipes(project.load_pins())
+    assert "kernels" in book.recipes
