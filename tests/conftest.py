@@ -45,7 +45,11 @@ def _mindspore_missing() -> str | None:
     return None
 
 
-_CAPABILITIES = {"gpu": _cuda_device_missing, "docker": _docker_missing, "mindspore": _mindspore_missing}
+_CAPABILITIES = {
+    "gpu": _cuda_device_missing,
+    "docker": _docker_missing,
+    "mindspore": _mindspore_missing,
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

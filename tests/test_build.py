@@ -61,11 +61,14 @@ def test_cpu_build_installs_outputs_and_writes_manifest(built):
     assert record["outputs"]["lib/libopforge_kernels.so"] == "symlink:libopforge_kernels.so.0"
     assert (prefix / "include" / "dlpack" / "dlpack.h").is_file()
     inputs = record["inputs"]
-    assert inputs["pins"]["dlpack-source"] == hash_file(
-        ContentCache(default_cache_dir()).blobs
-        / inputs["pins"]["dlpack-source"][:2]
-        / inputs["pins"]["dlpack-source"]
-    )["sha256"]
+    assert (
+        inputs["pins"]["dlpack-source"]
+        == hash_file(
+            ContentCache(default_cache_dir()).blobs
+            / inputs["pins"]["dlpack-source"][:2]
+            / inputs["pins"]["dlpack-source"]
+        )["sha256"]
+    )
     assert "kernels/src/cpu/add.cpp" in inputs["sources"]
     assert set(inputs["toolchain"]) == {"cmake", "ninja", "c++"}
     assert inputs["options"]["OPFORGE_WITH_CUDA"] == "OFF"
@@ -112,8 +115,10 @@ def test_a_failing_step_shows_command_and_log_tail(tmp_path):
     assert not (project / "dist" / "manifest.json").exists(), "a failed build records nothing"
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
-                    reason="nvcc not found: cannot compile the CUDA sources")
+@pytest.mark.skipif(
+    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
+    reason="nvcc not found: cannot compile the CUDA sources",
+)
 def test_gpu_profile_compiles_cuda_for_sm80_and_sm90(tmp_path):
     project = copy_project(tmp_path)
     result = opforge(project, "build", "--profile", "gpu", "--quiet")
@@ -206,7 +211,9 @@ def test_toolchain_change_invalidates(three_targets, monkeypatch, tmp_path):
     wrapper = tmp_path / "bin" / "c++"
     wrapper.parent.mkdir()
     real = shutil.which("c++")
-    wrapper.write_text(f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "wrapped c++ 99"; exit 0; }}\nexec {real} "$@"\n')
+    wrapper.write_text(
+        f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "wrapped c++ 99"; exit 0; }}\nexec {real} "$@"\n'
+    )
     wrapper.chmod(0o755)
     monkeypatch.setenv("CXX", str(wrapper))
     from opforge.build import toolchain

@@ -37,7 +37,9 @@ def assert_user_error(result: subprocess.CompletedProcess, text: str) -> None:
 def pins_file(tmp_path, file_server):
     body = os.urandom(40_000)
     url = file_server.add("/data.tar.gz", body)
-    return write_pins(tmp_path / "pins.yaml", f"pins:\n  data:\n    url: {url}\n    sha256: {sha256(body)}\n")
+    return write_pins(
+        tmp_path / "pins.yaml", f"pins:\n  data:\n    url: {url}\n    sha256: {sha256(body)}\n"
+    )
 
 
 def test_help_lists_every_command():
@@ -70,7 +72,9 @@ def test_verify_with_empty_cache_reports_missing(tmp_path, pins_file):
 
 
 def test_offline_fetch_with_empty_cache(tmp_path, pins_file):
-    result = run("pins", "fetch", "--offline", "--pins", str(pins_file), "--cache", str(tmp_path / "c"))
+    result = run(
+        "pins", "fetch", "--offline", "--pins", str(pins_file), "--cache", str(tmp_path / "c")
+    )
     assert_user_error(result, "pin data: not in cache")
 
 
@@ -82,15 +86,25 @@ def test_unknown_pin(tmp_path, pins_file):
 
 def test_digest_mismatch_through_the_cli(tmp_path, file_server):
     url = file_server.add("/icu4j.jar", b"the real jar")
-    pins = write_pins(tmp_path / "p.yaml", f"pins:\n  icu4j:\n    url: {url}\n    sha256: {'c' * 64}\n")
+    pins = write_pins(
+        tmp_path / "p.yaml", f"pins:\n  icu4j:\n    url: {url}\n    sha256: {'c' * 64}\n"
+    )
     result = run("pins", "fetch", "--pins", str(pins), "--cache", str(tmp_path / "c"))
-    assert_user_error(result, f"pin icu4j: sha256 mismatch for {url}: expected {'c' * 64}, got {sha256(b'the real jar')}")
+    assert_user_error(
+        result,
+        f"pin icu4j: sha256 mismatch for {url}: expected {'c' * 64}, got {sha256(b'the real jar')}",
+    )
     assert "opforge pins update icu4j" in result.stderr
 
 
 def test_404_through_the_cli(tmp_path, file_server):
-    pins = write_pins(tmp_path / "p.yaml", f"pins:\n  gone:\n    url: {file_server.url('/x')}\n    sha256: {'d' * 64}\n")
-    result = run("pins", "fetch", "--pins", str(pins), "--cache", str(tmp_path / "c"), "--retries", "0")
+    pins = write_pins(
+        tmp_path / "p.yaml",
+        f"pins:\n  gone:\n    url: {file_server.url('/x')}\n    sha256: {'d' * 64}\n",
+    )
+    result = run(
+        "pins", "fetch", "--pins", str(pins), "--cache", str(tmp_path / "c"), "--retries", "0"
+    )
     assert_user_error(result, "HTTP 404")
 
 
@@ -127,7 +141,9 @@ def test_recipes_commands_on_this_project():
 def test_validate_names_the_broken_file(tmp_path):
     bad = tmp_path / "extra.yaml"
     bad.write_text("name: extra\nkind: cmake\n")
-    assert_user_error(run("recipes", "validate", str(bad)), f"{bad}: cmake: required key is missing")
+    assert_user_error(
+        run("recipes", "validate", str(bad)), f"{bad}: cmake: required key is missing"
+    )
 
 
 def test_build_of_unknown_target_or_profile():
@@ -139,7 +155,17 @@ def test_build_of_unknown_target_or_profile():
 def test_doctor_reports_every_capability_and_masks_proxy_passwords():
     result = run("doctor", env={"HTTPS_PROXY": "http://alice:s3cret@127.0.0.1:3128"})
     assert result.returncode == 0, result.stderr
-    for row in ("docker engine", "cmake", "ninja", "nvcc", "cuDNN", "GPU", "torch", "mindspore", "proxies"):
+    for row in (
+        "docker engine",
+        "cmake",
+        "ninja",
+        "nvcc",
+        "cuDNN",
+        "GPU",
+        "torch",
+        "mindspore",
+        "proxies",
+    ):
         assert any(line.startswith(row) for line in result.stdout.splitlines()), row
     assert "HTTPS_PROXY=http://alice:***@127.0.0.1:3128" in result.stdout
     assert "s3cret" not in result.stdout

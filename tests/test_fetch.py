@@ -129,7 +129,7 @@ def test_connection_refused_is_one_clear_error(fetcher):
 
 def test_offline_with_empty_cache_says_so(file_server, cache):
     pin = _pin("blob", file_server.add("/blob.bin", BODY))
-    with pytest.raises(OfflineMiss, match="not in cache .* --offline"):
+    with pytest.raises(OfflineMiss, match=r"not in cache .* --offline"):
         Fetcher(cache, offline=True).fetch(pin)
     assert file_server.log == [], "offline never touches the network"
 
@@ -142,7 +142,9 @@ def test_offline_uses_the_cache(file_server, fetcher, cache):
 
 def test_several_pins_fetch_in_parallel(file_server, fetcher):
     bodies = {f"p{i}": os.urandom(50_000 + i) for i in range(6)}
-    pins = [_pin(name, file_server.add(f"/{name}", body), body=body) for name, body in bodies.items()]
+    pins = [
+        _pin(name, file_server.add(f"/{name}", body), body=body) for name, body in bodies.items()
+    ]
     paths = fetcher.fetch_many(pins, jobs=4)
     assert {name: paths[name].read_bytes() for name in bodies} == bodies
 

@@ -20,9 +20,15 @@ GOOD = "a" * 64
     [
         ("pins:\n  x:\n    url: http://h/x\n", r"pins\.x\.sha256: expected 64 lowercase hex"),
         (f"pins:\n  x:\n    url: http://h/x\n    sha256: {'A' * 64}\n", r"pins\.x\.sha256"),
-        (f"pins:\n  x:\n    url: http://h/x\n    sha256: {GOOD}\n    sha1: abc\n", r"pins\.x\.sha1: unknown key"),
+        (
+            f"pins:\n  x:\n    url: http://h/x\n    sha256: {GOOD}\n    sha1: abc\n",
+            r"pins\.x\.sha1: unknown key",
+        ),
         (f"pins:\n  x:\n    sha256: {GOOD}\n", r"pins\.x: give exactly one of url or urls"),
-        (f"pins:\n  x:\n    url: ftp://h/x\n    sha256: {GOOD}\n", r"pins\.x\.url: expected http\(s\)"),
+        (
+            f"pins:\n  x:\n    url: ftp://h/x\n    sha256: {GOOD}\n",
+            r"pins\.x\.url: expected http\(s\)",
+        ),
         (f"pins:\n  x:\n    url: http://h/x\n    sha256: {GOOD}\n    md5: zz\n", r"pins\.x\.md5"),
         (f"pins:\n  x:\n    url: http://h/x\n    sha256: {GOOD}\n    size: -1\n", r"pins\.x\.size"),
         ("pins:\n  x: [1, 2]\n", r"pins\.x: expected a mapping"),
@@ -46,7 +52,12 @@ def test_missing_pins_file_has_a_hint(tmp_path):
 
 def test_project_pins_file_is_valid_and_pins_the_cuda_13_wheels():
     pins = load_pins(REPO / "checksums.yaml").pins
-    for name in ("nvidia-cuda-nvcc", "nvidia-cuda-runtime", "nvidia-cuda-cccl", "nvidia-cudnn-cu13"):
+    for name in (
+        "nvidia-cuda-nvcc",
+        "nvidia-cuda-runtime",
+        "nvidia-cuda-cccl",
+        "nvidia-cudnn-cu13",
+    ):
         assert name in pins
     # Transitive CUDA wheels pinned to the same release as nvcc (13.5's nvvm broke ptxas).
     for name in ("nvidia-nvvm", "nvidia-cuda-crt"):
@@ -54,7 +65,9 @@ def test_project_pins_file_is_valid_and_pins_the_cuda_13_wheels():
 
 
 def test_unknown_pin_name_lists_known_ones(tmp_path):
-    path = write_pins(tmp_path / "p.yaml", f"pins:\n  one:\n    url: http://h/one\n    sha256: {GOOD}\n")
+    path = write_pins(
+        tmp_path / "p.yaml", f"pins:\n  one:\n    url: http://h/one\n    sha256: {GOOD}\n"
+    )
     with pytest.raises(PinError, match="unknown pin 'two'") as info:
         load_pins(path).select(["two"])
     assert "one" in info.value.hint
@@ -150,10 +163,12 @@ def test_update_refuses_when_the_index_disagrees(file_server, fetcher, tmp_path)
     file_server.publish("demo-pkg", filename, b"what the index says it should be")
     path = _write_template(tmp_path / "checksums.yaml", url, GOOD)
     path.write_text(
-        path.read_text().replace("    size: 1\n", f"    size: 1\n    index: {file_server.url('/simple')}\n")
+        path.read_text().replace(
+            "    size: 1\n", f"    size: 1\n    index: {file_server.url('/simple')}\n"
+        )
     )
     before = path.read_text()
-    with pytest.raises(DigestMismatch, match="but the index .* lists"):
+    with pytest.raises(DigestMismatch, match=r"but the index .* lists"):
         update_pin(path, "wheel", fetcher)
     assert path.read_text() == before, "the pins file is untouched"
     assert [p for p in fetcher.cache.root.rglob("*") if p.is_file()] == [], "nothing cached"

@@ -30,7 +30,9 @@ outputs: [lib/lib{name}.so]
 @pytest.fixture
 def project(tmp_path: Path) -> Project:
     """A minimal project: one pin, one valid recipe ``alpha`` with a CMake source dir."""
-    (tmp_path / "checksums.yaml").write_text(f"pins:\n  tool:\n    url: http://h/t\n    sha256: {GOOD}\n")
+    (tmp_path / "checksums.yaml").write_text(
+        f"pins:\n  tool:\n    url: http://h/t\n    sha256: {GOOD}\n"
+    )
     (tmp_path / "recipes").mkdir()
     for name in ("alpha", "beta"):
         (tmp_path / "src" / name).mkdir(parents=True)
@@ -57,15 +59,31 @@ def test_valid_project_loads(project):
     ("change", "key", "problem"),
     [
         (lambda t: t + "colour: red\n", "colour", "unknown key"),
-        (lambda t: t.replace("  source_dir:", "  sourcedir: x\n  source_dir:"), "cmake.sourcedir", "unknown key"),
+        (
+            lambda t: t.replace("  source_dir:", "  sourcedir: x\n  source_dir:"),
+            "cmake.sourcedir",
+            "unknown key",
+        ),
         (lambda t: t.replace("  cpu: {}", "  cpu: {opts: {}}"), "profiles.cpu.opts", "unknown key"),
         (lambda t: t.replace("  cpu: {}", "  tpu: {}"), "profiles.tpu", "unknown name"),
         (lambda t: t.replace("kind: cmake", "kind: bazel"), "kind", "'bazel' is not one of cmake"),
         (lambda t: t.replace("image: devel", "image: 3"), "image", "is not one of devel, runtime"),
-        (lambda t: t.replace('sources: ["src/beta/**/*"]', "sources: src/beta"), "sources", "expected array, got str"),
-        (lambda t: t.replace("outputs: [lib/libbeta.so]", "outputs: [1]"), "outputs[0]", "expected string, got int"),
+        (
+            lambda t: t.replace('sources: ["src/beta/**/*"]', "sources: src/beta"),
+            "sources",
+            "expected array, got str",
+        ),
+        (
+            lambda t: t.replace("outputs: [lib/libbeta.so]", "outputs: [1]"),
+            "outputs[0]",
+            "expected string, got int",
+        ),
         (lambda t: t.replace("name: beta\n", ""), "name", "required key is missing"),
-        (lambda t: t.replace("cmake:\n  source_dir: src/beta\n", ""), "cmake", "required key is missing"),
+        (
+            lambda t: t.replace("cmake:\n  source_dir: src/beta\n", ""),
+            "cmake",
+            "required key is missing",
+        ),
         (lambda t: t.replace("name: beta", "name: Beta_1"), "name", "lowercase letters"),
         (lambda t: t + "test: {command: [pytest]}\n", "test.image", "required key is missing"),
     ],
@@ -80,7 +98,9 @@ def test_schema_errors_name_file_and_key(project, change, key, problem):
 
 def test_missing_pin_is_named(project):
     path = _write(project, "beta", BASE.format(name="beta") + "pins: [tool, icu4j]\n")
-    with pytest.raises(RecipeError, match=r"pins\[1\]: pin 'icu4j' is not in .*checksums.yaml") as info:
+    with pytest.raises(
+        RecipeError, match=r"pins\[1\]: pin 'icu4j' is not in .*checksums.yaml"
+    ) as info:
         _load(project)
     assert str(path) in str(info.value)
 
@@ -95,7 +115,10 @@ def test_unknown_dependency_is_named(project):
 def test_dependency_cycle_is_named(project):
     _write(project, "alpha", BASE.format(name="alpha") + "depends_on: [beta]\n")
     _write(project, "beta", BASE.format(name="beta") + "depends_on: [alpha]\n")
-    with pytest.raises(RecipeError, match=r"depends_on: dependency cycle (alpha -> beta -> alpha|beta -> alpha -> beta)"):
+    with pytest.raises(
+        RecipeError,
+        match=r"depends_on: dependency cycle (alpha -> beta -> alpha|beta -> alpha -> beta)",
+    ):
         _load(project)
 
 
@@ -112,7 +135,9 @@ def test_source_pattern_matching_nothing_is_an_error(project):
 
 
 def test_cmake_source_dir_without_cmakelists(project):
-    _write(project, "beta", BASE.format(name="beta").replace("source_dir: src/beta", "source_dir: src"))
+    _write(
+        project, "beta", BASE.format(name="beta").replace("source_dir: src/beta", "source_dir: src")
+    )
     with pytest.raises(RecipeError, match=r"cmake\.source_dir: 'src' has no CMakeLists\.txt"):
         _load(project)
 
@@ -142,7 +167,8 @@ def test_profile_options_override_recipe_options(project):
     _write(
         project,
         "beta",
-        BASE.format(name="beta").replace("  source_dir: src/beta", "  source_dir: src/beta\n  options: {A: 1, B: x}")
+        BASE.format(name="beta")
+        .replace("  source_dir: src/beta", "  source_dir: src/beta\n  options: {A: 1, B: x}")
         .replace("  cpu: {}", "  cpu: {options: {B: y}}"),
     )
     assert _load(project).get("beta").options_for("cpu") == {"A": 1, "B": "y"}
