@@ -6,6 +6,7 @@ import hashlib
 import os
 import socket
 import stat
+import time
 
 import pytest
 
@@ -184,3 +185,16 @@ def test_unreachable_proxy_is_named(file_server, fetcher, monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
     with pytest.raises(PinError, match="cannot reach the proxy"):
         fetcher.fetch(_pin("blob", file_server.add("/blob.bin", BODY)))
+
+
+def test_stale_partials_of_killed_downloads_are_cleared(file_server, fetcher, cache):
+    cache.ensure()
+    stale = cache.tmp / "blob.killed.part"
+    fresh = cache.tmp / "blob.running.part"
+    stale.write_bytes(b"half")
+    fresh.write_bytes(b"half")
+    day_ago = time.time() - 2 * 24 * 3600
+    os.utime(stale, (day_ago, day_ago))
+    fetcher.fetch(_pin("blob", file_server.add("/blob.bin", BODY)))
+    assert not stale.exists()
+    assert fresh.exists(), "a partial that may belong to a running download is kept"

@@ -64,6 +64,7 @@ class Manifest:
                 for name, profiles in sorted(self.targets.items())
             },
         }
+        temp: str | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, temp = tempfile.mkstemp(prefix="manifest.", suffix=".tmp", dir=self.path.parent)
@@ -71,5 +72,9 @@ class Manifest:
                 json.dump(data, out, indent=2, sort_keys=True)
                 out.write("\n")
             os.replace(temp, self.path)
+            temp = None
         except OSError as exc:
             raise ConfigError(f"cannot write {self.path}: {exc.strerror}") from None
+        finally:
+            if temp is not None:
+                Path(temp).unlink(missing_ok=True)

@@ -6,8 +6,10 @@ filesystem and are moved in by an atomic rename once their digest matches.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -15,6 +17,8 @@ from pathlib import Path
 from opforge.errors import ConfigError
 from opforge.pins.digest import hash_file
 from opforge.pins.model import Pin
+
+_STALE_PARTIAL_S = 24 * 3600
 
 
 class CacheState(Enum):
@@ -52,6 +56,16 @@ class ContentCache:
                 f"cannot create cache directory {self.root}: {exc.strerror}",
                 hint="pass --cache DIR pointing at a writable directory",
             ) from None
+        self._drop_stale_partials()
+
+    def _drop_stale_partials(self) -> None:
+        # A killed process cannot clean up after itself; its partial download is garbage once
+        # no live download could still be writing it.
+        cutoff = time.time() - _STALE_PARTIAL_S
+        for part in self.tmp.glob("*.part"):
+            with contextlib.suppress(OSError):
+                if part.stat().st_mtime < cutoff:
+                    part.unlink()
 
     def path_for(self, pin: Pin) -> Path:
         """Where ``pin``'s verified file lives (whether or not it is there yet)."""

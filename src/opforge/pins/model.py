@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-import yaml
-
 from opforge.errors import ConfigError, PinError
+from opforge.yamlfile import parse_yaml
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
@@ -142,15 +141,7 @@ def load_pins(path: Path, *, unpinned_ok: bool = False) -> PinSet:
         ) from None
     except OSError as exc:
         raise ConfigError(f"cannot read pins file {path}: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(
-            f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}",
-            hint="fix the YAML syntax",
-        ) from None
+    data = parse_yaml(path, text)
     if not isinstance(data, dict) or "pins" not in data:
         raise ConfigError(
             f"{path}: expected a top-level `pins:` mapping",

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jsonschema
-import yaml
 
 from opforge.errors import RecipeError
 from opforge.pins.model import PinSet
 from opforge.recipes.model import Recipe, recipe_from_dict
 from opforge.recipes.schema import RECIPE_SCHEMA
+from opforge.yamlfile import parse_yaml
 
 _VALIDATOR = jsonschema.Draft202012Validator(RECIPE_SCHEMA)
 
@@ -68,16 +68,10 @@ def _best_error(raw: object) -> jsonschema.ValidationError | None:
 def parse_recipe(path: Path) -> Recipe:
     """Read one recipe file and check it against the schema."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise RecipeError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise RecipeError(
-            f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}",
-            hint="fix the YAML syntax",
-        ) from None
+    raw = parse_yaml(path, text, RecipeError)
     if not isinstance(raw, dict):
         raise RecipeError(
             f"{path}: expected a mapping at the top level", hint="see recipes/kernels.yaml"
