@@ -1,17 +1,52 @@
-// The implementations behind the C ABI, one namespace per device. Arguments arrive validated.
+// The implementations behind the C ABI, one namespace per device. Arguments arrive validated:
+// shapes, dtypes and devices agree, dims are normalised, optional tensors are nullptr when absent.
 #pragma once
 
-#include "tensor.hpp"
+#include "common/tensor.hpp"
 
 namespace opforge {
+
+// Arguments of the batch_norm ops, already checked. x is viewed as N×C×S (S = spatial size).
+struct BatchNorm {
+  const Tensor* x = nullptr;
+  const Tensor* dy = nullptr;  // backward only
+  Tensor* out = nullptr;       // y (forward) or dx (backward)
+  const Tensor* weight = nullptr;
+  const Tensor* bias = nullptr;
+  Tensor* running_mean = nullptr;
+  Tensor* running_var = nullptr;
+  Tensor* save_mean = nullptr;     // training forward: written; backward: read
+  Tensor* save_invstd = nullptr;   // training forward: written; backward: read
+  Tensor* dweight = nullptr;
+  Tensor* dbias = nullptr;
+  double momentum = 0.0;
+  double eps = 0.0;
+  int64_t n = 0, c = 0, s = 0;
+};
+
 namespace cpu {
 void add(const Tensor& a, const Tensor& b, double alpha, Tensor& out);
+void softmax_forward(const Tensor& x, int dim, Tensor& y);
+void softmax_backward(const Tensor& y, const Tensor& dy, int dim, Tensor& dx);
+// `out` is viewed with x's rank: its dim `dim` has size 1.
+void argmax(const Tensor& x, int dim, Tensor& out);
+void batch_norm_forward_training(const BatchNorm& bn);
+void batch_norm_forward_inference(const BatchNorm& bn);
+void batch_norm_backward(const BatchNorm& bn);
 }  // namespace cpu
 
 #ifdef OPFORGE_HAVE_CUDA
+// Each returns OPFORGE_OK or a failure already recorded with fail(). Tensors are contiguous.
 namespace cuda {
-// Returns OPFORGE_OK or a failure already recorded with fail().
 opforge_status add(const Tensor& a, const Tensor& b, double alpha, Tensor& out, void* stream);
+opforge_status softmax_forward(const Tensor& x, int dim, Tensor& y, void* stream);
+opforge_status softmax_backward(const Tensor& y, const Tensor& dy, int dim, Tensor& dx,
+                                void* stream);
+opforge_status argmax(const Tensor& x, int dim, Tensor& out, void* stream);
+opforge_status batch_norm_forward_training(const BatchNorm& bn, void* stream);
+opforge_status batch_norm_forward_inference(const BatchNorm& bn, void* stream);
+opforge_status batch_norm_backward(const BatchNorm& bn, void* stream);
 }  // namespace cuda
 #endif
+
 }  // namespace opforge

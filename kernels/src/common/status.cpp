@@ -1,4 +1,4 @@
-#include "status.hpp"
+#include "common/status.hpp"
 
 namespace opforge {
 namespace {
@@ -22,6 +22,14 @@ OPFORGE_API const char* opforge_last_error(void) { return opforge::last_error.c_
 
 OPFORGE_API int opforge_has_cuda(void) {
 #ifdef OPFORGE_HAVE_CUDA
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+OPFORGE_API int opforge_has_cudnn(void) {
+#ifdef OPFORGE_HAVE_CUDNN
   return 1;
 #else
   return 0;

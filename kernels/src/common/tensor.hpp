@@ -1,11 +1,13 @@
 // Reading and checking DLTensor arguments: the validation every op shares.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/dtype.hpp"
 #include "opforge/opforge.h"
 
 namespace opforge {
@@ -14,9 +16,12 @@ namespace opforge {
 struct Tensor {
   char* data = nullptr;  // already advanced by byte_offset
   DLDevice device{};
-  DLDataType dtype{};
+  DLDataType dl_dtype{};
+  DType dtype = DType::kOther;
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;  // in elements
+
+  int ndim() const { return static_cast<int>(shape.size()); }
 
   int64_t numel() const {
     int64_t n = 1;
@@ -32,6 +37,11 @@ struct Tensor {
     }
     return true;
   }
+
+  template <class T>
+  T* ptr() const {
+    return reinterpret_cast<T*>(data);
+  }
 };
 
 inline std::string shape_string(const std::vector<int64_t>& shape) {
@@ -42,14 +52,6 @@ inline std::string shape_string(const std::vector<int64_t>& shape) {
   return out.str();
 }
 
-inline std::string dtype_string(DLDataType t) {
-  const char* base = t.code == kDLFloat ? "float" : t.code == kDLInt ? "int"
-                   : t.code == kDLUInt ? "uint" : t.code == kDLBfloat ? "bfloat" : "dtype";
-  std::string s = std::string(base) + std::to_string(t.bits);
-  if (t.lanes != 1) s += "x" + std::to_string(t.lanes);
-  return s;
-}
-
 inline std::string device_string(DLDevice d) {
   switch (d.device_type) {
     case kDLCPU: return "cpu";
@@ -58,7 +60,13 @@ inline std::string device_string(DLDevice d) {
   }
 }
 
-inline bool is_float32(DLDataType t) { return t.code == kDLFloat && t.bits == 32 && t.lanes == 1; }
+inline bool same_device(DLDevice a, DLDevice b) {
+  return a.device_type == b.device_type && a.device_id == b.device_id;
+}
+
+inline bool same_dtype(DLDataType a, DLDataType b) {
+  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+}
 
 // Fills `out` from `t`, or returns a message saying why `t` cannot be used.
 inline std::string read_tensor(const DLTensor* t, const char* name, Tensor& out) {
@@ -67,7 +75,8 @@ inline std::string read_tensor(const DLTensor* t, const char* name, Tensor& out)
   if (t->ndim > 0 && t->shape == nullptr) return std::string(name) + " has NULL shape";
   out.data = static_cast<char*>(t->data) + t->byte_offset;
   out.device = t->device;
-  out.dtype = t->dtype;
+  out.dl_dtype = t->dtype;
+  out.dtype = dtype_of(t->dtype);
   out.shape.assign(t->shape, t->shape + t->ndim);
   out.strides.resize(t->ndim);
   int64_t running = 1;
@@ -78,6 +87,33 @@ inline std::string read_tensor(const DLTensor* t, const char* name, Tensor& out)
   }
   if (out.numel() > 0 && t->data == nullptr) return std::string(name) + " has NULL data";
   return "";
+}
+
+// Calls fn(offsets) for every multi-index of `shape` with dimension `skip` held at 0 (pass -1
+// to visit every element); offsets[k] is that index's element offset in tensor k.
+template <size_t K, class F>
+void for_each_index(const std::vector<int64_t>& shape, int skip,
+                    const std::array<const std::vector<int64_t>*, K>& strides, F&& fn) {
+  const int nd = static_cast<int>(shape.size());
+  for (int d = 0; d < nd; ++d) {
+    if (d != skip && shape[d] == 0) return;
+  }
+  std::vector<int64_t> index(nd, 0);
+  std::array<int64_t, K> offsets{};
+  while (true) {
+    fn(offsets);
+    int d = nd - 1;
+    for (; d >= 0; --d) {
+      if (d == skip) continue;
+      if (++index[d] < shape[d]) {
+        for (size_t k = 0; k < K; ++k) offsets[k] += (*strides[k])[d];
+        break;
+      }
+      for (size_t k = 0; k < K; ++k) offsets[k] -= (*strides[k])[d] * (shape[d] - 1);
+      index[d] = 0;
+    }
+    if (d < 0) return;
+  }
 }
 
 }  // namespace opforge

@@ -1,0 +1,31 @@
+#include <cmath>
+
+#include "backends.hpp"
+#include "cpu/dispatch.hpp"
+
+namespace opforge::cpu {
+
+void argmax(const Tensor& x, int dim, Tensor& out) {
+  const int64_t len = x.shape[dim];
+  const int64_t sx = x.strides[dim];
+  by_dtype(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.ptr<T>();
+    int64_t* po = out.ptr<int64_t>();
+    for_each_index<2>(x.shape, dim, {&x.strides, &out.strides}, [&](const auto& o) {
+      int64_t best = 0;
+      float best_value = to_float(px[o[0]]);
+      for (int64_t i = 1; i < len && !std::isnan(best_value); ++i) {
+        const float v = to_float(px[o[0] + i * sx]);
+        // Strictly greater keeps the first of equal values; the first NaN wins and ends the scan.
+        if (std::isnan(v) || v > best_value) {
+          best = i;
+          best_value = v;
+        }
+      }
+      po[o[1]] = best;
+    });
+  });
+}
+
+}  // namespace opforge::cpu
