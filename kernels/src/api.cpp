@@ -152,7 +152,7 @@ void batch_norm_shape(Call& call, const Tensor& x, BatchNorm& bn) {
   if (!call.ok()) return;
   if (x.ndim() < 2 || x.ndim() > 4) {
     call.reject(OPFORGE_ERROR_INVALID_ARGUMENT,
-                "x must be N×C, N×C×L or N×C×H×W, got shape " + shape_string(x.shape));
+                "x must be NxC, NxCxL or NxCxHxW, got shape " + shape_string(x.shape));
     return;
   }
   bn.n = x.shape[0];

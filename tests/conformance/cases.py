@@ -1,4 +1,4 @@
-"""The conformance table: every op × shapes, dims, dtypes, layouts and edge values.
+"""The conformance table: every op by shapes, dims, dtypes, layouts and edge values.
 
 Every layer (the C ABI on CPU and GPU, the PyTorch and MindSpore adapters) runs these same cases
 against the float64 reference in ``reference.py``.

@@ -26,7 +26,7 @@ def lay_out(storage: np.ndarray, layout: str) -> np.ndarray:
     if layout == "transposed" and storage.ndim >= 2:
         return np.ascontiguousarray(storage.swapaxes(-1, -2)).swapaxes(-1, -2)
     if layout == "strided":
-        base = np.zeros(storage.shape[:-1] + (storage.shape[-1] * 2,), dtype=storage.dtype)
+        base = np.zeros((*storage.shape[:-1], storage.shape[-1] * 2), dtype=storage.dtype)
         base[..., ::2] = storage
         return base[..., ::2]
     if layout == "reversed":

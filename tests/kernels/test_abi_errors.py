@@ -185,7 +185,7 @@ def test_batch_norm_running_stats_come_in_pairs(cpu_library):
 def test_batch_norm_rank_and_eps(cpu_library):
     raises(
         INVALID,
-        "opforge_batch_norm_forward_inference: x must be N×C, N×C×L or N×C×H×W, got shape [6]",
+        "opforge_batch_norm_forward_inference: x must be NxC, NxCxL or NxCxHxW, got shape [6]",
         cpu_library.batch_norm_forward_inference,
         t(f32(6)),
         None,
