@@ -113,7 +113,8 @@ def cmd_pins_fetch(args: argparse.Namespace) -> int:
     paths = fetcher.fetch_many(pins, jobs=args.jobs)
     for pin in pins:
         how = "cached" if pin.name in already else "fetched"
-        print(f"{pin.name:<22} {how:<8} {paths[pin.name]}")
+        path = fetcher.cache.export(pin, Path(args.dest)) if args.dest else paths[pin.name]
+        print(f"{pin.name:<22} {how:<8} {path}")
     return 0
 
 
@@ -239,6 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("names", nargs="*", metavar="NAME", help="pins to fetch (default: all)")
     fetch.add_argument(
         "--jobs", type=int, default=4, metavar="N", help="parallel downloads (default: 4)"
+    )
+    fetch.add_argument(
+        "--dest",
+        metavar="DIR",
+        help="also place the verified files in DIR under their own names (e.g. to pip install)",
     )
     _fetch_options(fetch)
     fetch.set_defaults(func=cmd_pins_fetch)

@@ -31,7 +31,9 @@ def _docker_engine() -> Check:
     try:
         import docker
         from docker.errors import DockerException
-
+    except ImportError:
+        return Check("docker engine", False, "docker SDK not installed (pip install docker)")
+    try:
         client = docker.from_env(timeout=3)
         try:
             version = client.version().get("Version", "?")

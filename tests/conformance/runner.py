@@ -214,3 +214,40 @@ def run_case(lib: KernelLibrary, case: Case, memory, seed: int = 0) -> list[Chec
         Check("dweight", result("dweight", "param"), ref["dweight"], prtol, patol * count),
         Check("dbias", result("dbias", "param"), ref["dbias"], prtol, patol * count),
     ]
+
+
+class CudaMemory:
+    """Tensors in CUDA device memory (allocated through torch), on torch's current stream."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+        self.stream = torch.cuda.current_stream().cuda_stream
+
+    def tensor(
+        self, storage: np.ndarray, dtype: str, laid_out: bool = True
+    ) -> tuple[Tensor, object]:
+        """A device copy of ``storage`` (contiguous) and its descriptor."""
+        from opforge.abi import KDL_CUDA
+
+        host = np.array(storage, order="C")
+        if dtype == "bfloat16":
+            device = self.torch.from_numpy(host.view(np.int16)).cuda().view(self.torch.bfloat16)
+        else:
+            device = self.torch.from_numpy(host).cuda()
+        desc = Tensor.from_pointer(
+            device.data_ptr(), device.shape, device.stride(), dtype, KDL_CUDA, device.device.index
+        )
+        return desc, (device, dtype)
+
+    def read(self, handle: object) -> np.ndarray:
+        """The device tensor copied back to a host storage array."""
+        device, dtype = handle
+        if dtype == "bfloat16":
+            return device.view(self.torch.int16).cpu().numpy().view(np.uint16)
+        return device.cpu().numpy()
+
+    def sync(self) -> None:
+        """Wait for the device."""
+        self.torch.cuda.synchronize()

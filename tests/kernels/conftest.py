@@ -17,3 +17,14 @@ def cpu_library(tmp_path_factory) -> KernelLibrary:
     library = KernelLibrary(library_path(project, "cpu"))
     assert not library.has_cuda
     return library
+
+
+@pytest.fixture(scope="session")
+def gpu_library(tmp_path_factory) -> KernelLibrary:
+    """The GPU build (CUDA + cuDNN) of libopforge_kernels, loaded through opforge.abi."""
+    project = copy_project(tmp_path_factory.mktemp("kernels-gpu"))
+    result = opforge(project, "build", "--profile", "gpu", "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    library = KernelLibrary(library_path(project, "gpu"))
+    assert library.has_cuda and library.has_cudnn
+    return library

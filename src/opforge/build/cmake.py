@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 from opforge.build.toolchain import Tool
@@ -41,6 +42,8 @@ def cmake_steps(
         "CMAKE_PREFIX_PATH": str(prefix),
         "CMAKE_MAKE_PROGRAM": str(tools["ninja"].path),
         "CMAKE_CXX_COMPILER": str(tools["c++"].path),
+        # The interpreter running opforge: find modules ask it where pip put CUDA libraries.
+        "Python3_EXECUTABLE": sys.executable,
         **{pin_variable(name): str(path) for name, path in pin_paths.items()},
         **options,
     }

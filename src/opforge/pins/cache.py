@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -88,6 +89,30 @@ class ContentCache:
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(temp, 0o444)
         os.replace(temp, dest)
+        return dest
+
+    def export(self, pin: Pin, dest_dir: Path) -> Path:
+        """Place the cached file of ``pin`` in ``dest_dir`` under its own file name.
+
+        A hard link where the filesystem allows (no copy of a large wheel), else a copy; either
+        way the file is written to a temporary name first so ``dest_dir`` never holds a partial.
+        """
+        source = self.path_for(pin)
+        dest = dest_dir / pin.filename
+        try:
+            dest_dir.mkdir(parents=True, exist_ok=True)
+            temp = dest_dir / f".{pin.filename}.{os.getpid()}.tmp"
+            temp.unlink(missing_ok=True)
+            try:
+                os.link(source, temp)
+            except OSError:
+                shutil.copyfile(source, temp)
+            os.replace(temp, dest)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot place {pin.filename} in {dest_dir}: {exc.strerror}",
+                hint="pass a writable directory to --dest",
+            ) from None
         return dest
 
     def verify(self, pin: Pin) -> VerifyResult:
