@@ -74,6 +74,18 @@ def test_cpu_build_installs_outputs_and_writes_manifest(built):
     assert inputs["options"]["OPFORGE_WITH_CUDA"] == "OFF"
 
 
+def test_library_exports_only_the_c_abi_and_carries_its_cxx_runtime(built):
+    """Loaded into framework processes, it must not interpose on their C++ runtime, nor they on it."""
+    library = built / "dist" / "cpu" / "lib" / "libopforge_kernels.so"
+    exported = subprocess.run(
+        ["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True
+    ).stdout.split()
+    names = [word for word in exported[2::3]]
+    assert names and all(name.startswith("opforge_") for name in names), names
+    needed = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True).stdout
+    assert "libstdc++" not in needed and "libgcc_s" not in needed
+
+
 def test_second_build_is_up_to_date_and_runs_nothing(built):
     log = built / "build" / "cpu" / "kernels" / "opforge-build.log"
     before = log.stat().st_mtime_ns
@@ -138,7 +150,8 @@ def test_gpu_profile_compiles_cuda_for_sm80_and_sm90(tmp_path):
     assert "sm_80" in add_cu[0] and "sm_90" in add_cu[0], add_cu[0]
     library = project / "dist" / "gpu" / "lib" / "libopforge_kernels.so.0.1.0"
     dynamic = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True).stdout
-    assert "libcudart.so" in dynamic
+    assert "libcudart.so" not in dynamic, "cudart is linked statically"
+    assert "libcudnn.so" in dynamic
 
 
 # --- selective rebuilds across targets, on a small project of three libraries ----------------

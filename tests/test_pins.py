@@ -8,7 +8,7 @@ import pytest
 
 from opforge.errors import ConfigError, DigestMismatch, PinError
 from opforge.pins.cache import CacheState
-from opforge.pins.model import load_pins
+from opforge.pins.model import Pin, load_pins
 from opforge.pins.update import update_pin
 from tests.conftest import REPO, sha256, write_pins
 
@@ -178,3 +178,58 @@ def test_update_of_unknown_pin_is_a_clear_error(fetcher, tmp_path):
     path = _write_template(tmp_path / "checksums.yaml", "http://h/x.whl", GOOD)
     with pytest.raises(PinError, match="unknown pin 'nope'"):
         update_pin(path, "nope", fetcher)
+
+
+def _tiny_wheel(name: str = "opforge_probe", version: str = "1.0") -> bytes:
+    """A minimal valid wheel holding one module."""
+    import base64
+    import hashlib as hl
+    import io
+    import zipfile
+
+    files = {
+        f"{name}.py": b"VALUE = 42\n",
+        f"{name}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{name}-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(
+        f"{path},sha256={base64.urlsafe_b64encode(hl.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
+        for path, data in files.items()
+    )
+    files[f"{name}-{version}.dist-info/RECORD"] = (
+        record + f"{name}-{version}.dist-info/RECORD,,\n"
+    ).encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path, data in files.items():
+            archive.writestr(path, data)
+    return buffer.getvalue()
+
+
+def test_install_puts_a_verified_wheel_into_the_target(file_server, fetcher, tmp_path):
+    from opforge.pins.install import install_wheels
+
+    body = _tiny_wheel()
+    url = file_server.add("/files/opforge_probe-1.0-py3-none-any.whl", body)
+    pin = load_pins(
+        write_pins(
+            tmp_path / "p.yaml", f"pins:\n  probe:\n    url: {url}\n    sha256: {sha256(body)}\n"
+        )
+    ).pins["probe"]
+    assert install_wheels([pin], fetcher, tmp_path / "site") == [
+        "opforge_probe-1.0-py3-none-any.whl"
+    ]
+    assert (tmp_path / "site" / "opforge_probe.py").read_text() == "VALUE = 42\n"
+
+
+def test_install_refuses_a_tampered_wheel_and_a_non_wheel(file_server, fetcher, tmp_path):
+    from opforge.pins.install import install_wheels
+
+    url = file_server.add("/files/opforge_probe-1.0-py3-none-any.whl", _tiny_wheel(version="1.0"))
+    tampered = Pin("probe", (url,), sha256(_tiny_wheel(version="2.0")))
+    with pytest.raises(DigestMismatch):
+        install_wheels([tampered], fetcher, tmp_path / "site")
+    assert not (tmp_path / "site").exists()
+    tarball = Pin("src", (file_server.add("/x.tar.gz", b"x"),), sha256(b"x"))
+    with pytest.raises(PinError, match="pin src is not a wheel"):
+        install_wheels([tarball], fetcher, tmp_path / "site")

@@ -17,6 +17,7 @@ from opforge.errors import OpforgeError, PinError
 from opforge.paths import default_cache_dir, find_project_root
 from opforge.pins.cache import CacheState, ContentCache
 from opforge.pins.fetch import Fetcher, FetchSettings, progress_enabled
+from opforge.pins.install import install_wheels
 from opforge.pins.model import load_pins
 from opforge.pins.update import update_pin
 from opforge.project import Project
@@ -141,6 +142,15 @@ def cmd_pins_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pins_install(args: argparse.Namespace) -> int:
+    """pip-install wheel pins, verified, into this interpreter (or --target DIR)."""
+    pins = load_pins(_pins_path(args)).select(args.names)
+    target = Path(args.target) if args.target else None
+    for name in install_wheels(pins, _fetcher(args), target):
+        print(f"installed {name}")
+    return 0
+
+
 def cmd_pins_update(args: argparse.Namespace) -> int:
     """Re-download one pin and record its digest in the pins file."""
     if args.offline:
@@ -252,6 +262,13 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("names", nargs="*", metavar="NAME", help="pins to verify (default: all)")
     _fetch_options(verify)
     verify.set_defaults(func=cmd_pins_verify)
+    install = psub.add_parser(
+        "install", help="pip-install wheel pins, sha256-verified and without dependencies"
+    )
+    install.add_argument("names", nargs="+", metavar="NAME", help="wheel pins to install")
+    install.add_argument("--target", metavar="DIR", help="install into DIR instead of this env")
+    _fetch_options(install)
+    install.set_defaults(func=cmd_pins_install)
     update = psub.add_parser(
         "update", help="re-download one pin and rewrite its digest (nothing else in the file)"
     )

@@ -249,3 +249,9 @@ def test_a_strided_output_writes_only_its_elements(cpu_library):
     written = np.zeros(base.shape, bool)
     written[::2, 1::3] = True
     assert np.isnan(base[~written]).all()
+
+
+def test_empty_tensors_with_zero_strides_are_valid(cpu_library):
+    empty = Tensor.from_pointer(0, (0, 5), (0, 0), "float32")
+    cpu_library.softmax_forward(empty, -1, Tensor.from_pointer(0, (0, 5), (0, 0), "float32"))
+    cpu_library.add(empty, empty, 1.0, Tensor.from_pointer(0, (0, 5), (0, 0), "float32"))

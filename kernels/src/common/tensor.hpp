@@ -30,6 +30,7 @@ struct Tensor {
   }
 
   bool contiguous() const {
+    if (numel() == 0) return true;  // no element to address: any strides will do (torch uses 0)
     int64_t expected = 1;
     for (size_t i = shape.size(); i-- > 0;) {
       if (shape[i] != 1 && strides[i] != expected) return false;

@@ -1,0 +1,41 @@
+"""``pins install``: pip-install pinned wheels, verified by sha256, into this interpreter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from opforge.errors import PinError
+from opforge.pins.fetch import Fetcher
+from opforge.pins.model import Pin
+
+
+def install_wheels(pins: Sequence[Pin], fetcher: Fetcher, target: Path | None = None) -> list[str]:
+    """Fetch (verified), then ``pip install --no-deps`` the wheels; returns their file names.
+
+    ``--no-deps``: every wheel the environment needs is pinned on its own, so pip resolves
+    nothing and cannot pick an unpinned release (a free nvidia-nvvm once broke ptxas).
+    """
+    not_wheels = [pin.name for pin in pins if not pin.filename.endswith(".whl")]
+    if not_wheels:
+        raise PinError(
+            f"pin {not_wheels[0]} is not a wheel",
+            hint="pins install takes wheel pins only; use `pins fetch --dest DIR` for other files",
+        )
+    fetcher.fetch_many(pins)
+    with tempfile.TemporaryDirectory(prefix="opforge-wheels-") as tmp:
+        files = [str(fetcher.cache.export(pin, Path(tmp))) for pin in pins]
+        command = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet"]
+        if target is not None:
+            command += ["--target", str(target)]
+        result = subprocess.run([*command, *files], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise PinError(
+            f"pip could not install {', '.join(p.name for p in pins)}: {last}",
+            hint=f"run `{sys.executable} -m pip install --no-deps` on the files by hand to see why",
+        )
+    return [Path(f).name for f in files]
