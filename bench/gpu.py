@@ -92,6 +92,7 @@ class Bench:
         )
 
     def add(self, n: int, name: str) -> None:
+        """add on n elements."""
         dt, s = TORCH_DTYPES[name], self.stream
         a, b = torch.randn(n, device="cuda", dtype=dt), torch.randn(n, device="cuda", dtype=dt)
         out = torch.empty_like(a)
@@ -109,6 +110,7 @@ class Bench:
         )
 
     def softmax(self, rows: int, cols: int, name: str) -> None:
+        """softmax forward and backward over the last dim."""
         dt, s = TORCH_DTYPES[name], self.stream
         x = torch.randn(rows, cols, device="cuda", dtype=dt)
         y = torch.empty_like(x)
@@ -145,6 +147,7 @@ class Bench:
         )
 
     def argmax(self, rows: int, cols: int, name: str) -> None:
+        """argmax over the last dim."""
         dt, s = TORCH_DTYPES[name], self.stream
         x = torch.randn(rows, cols, device="cuda", dtype=dt)
         idx = torch.empty(rows, dtype=torch.int64, device="cuda")
@@ -162,6 +165,7 @@ class Bench:
         )
 
     def batch_norm(self, shape: tuple[int, ...], name: str) -> None:
+        """batch_norm training forward and backward (torch: F.batch_norm, aten backward)."""
         dt, s, c = TORCH_DTYPES[name], self.stream, shape[1]
         x = torch.randn(*shape, device="cuda", dtype=dt) * 2 + 1
         y = torch.empty_like(x)

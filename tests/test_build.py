@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -236,4 +235,3 @@ def test_toolchain_change_invalidates(three_targets, monkeypatch, tmp_path):
         assert _statuses(project, ["liba"]) == {"liba": "built"}
     finally:
         toolchain.find_tool.cache_clear()
-    assert os.environ["CXX"] == str(wrapper)

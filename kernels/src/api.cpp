@@ -101,7 +101,8 @@ class Call {
     return static_cast<int>(dim < 0 ? dim + rank : dim);
   }
 
-  // The device the call runs on, after checking the CUDA path's preconditions.
+  // Runs the call on the tensors' device: the CPU reference, or the CUDA implementation once
+  // its preconditions (a CUDA build, contiguous tensors) hold.
   template <class CpuFn, class CudaFn>
   opforge_status run(const Tensor& ref, std::initializer_list<std::pair<const Tensor*, const char*>> all,
                      CpuFn&& on_cpu, CudaFn&& on_cuda) {

@@ -16,6 +16,7 @@ from opforge.build.manifest import Manifest, TargetRecord
 from opforge.build.toolchain import Tool, require_tool
 from opforge.errors import BuildError, RecipeError
 from opforge.pins.fetch import Fetcher
+from opforge.pins.model import PinSet
 from opforge.project import Project
 from opforge.recipes.model import Recipe
 from opforge.runners.base import Runner
@@ -92,7 +93,9 @@ class BuildEngine:
         names = [*_BASE_TOOLS, *recipe.profiles[profile].requires]
         return {name: require_tool(name, why) for name in dict.fromkeys(names)}
 
-    def _build_one(self, recipe: Recipe, profile: str, pins, manifest: Manifest) -> TargetResult:
+    def _build_one(
+        self, recipe: Recipe, profile: str, pins: PinSet, manifest: Manifest
+    ) -> TargetResult:
         root = self.project.root
         prefix = self.project.dist_dir / profile
         tools = self._tools(recipe, profile)
