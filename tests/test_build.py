@@ -235,3 +235,23 @@ def test_toolchain_change_invalidates(three_targets, monkeypatch, tmp_path):
         assert _statuses(project, ["liba"]) == {"liba": "built"}
     finally:
         toolchain.find_tool.cache_clear()
+
+
+def test_a_missing_tool_is_one_clear_error(three_targets, monkeypatch, tmp_path):
+    # A PATH holding only what runs the build: cmake and ninja are gone.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "c++").symlink_to(shutil.which("c++"))
+    monkeypatch.setenv("PATH", str(bin_dir))
+    result = subprocess.run(
+        [sys.executable, "-m", "opforge", "--project", str(three_targets.root), "build", "liba"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[0] == (
+        "opforge: error: cmake not found on PATH (needed by target liba, profile cpu)"
+    )
+    assert "hint: pip install cmake" in result.stderr
+    assert "Traceback" not in result.stderr
