@@ -7,15 +7,20 @@ import nox
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["tests"]
 
+# The torch the CPU adapter builds against (a CPU build; the GPU sessions use the host's torch).
+TORCH = "torch==2.13.0"
+
 
 @nox.session(name="build-cpu")
 def build_cpu(session: nox.Session) -> None:
-    """Build every target's CPU profile into dist/cpu (host runner)."""
-    session.install(".[build]")
+    """Build every target's CPU profile into dist/cpu (host runner), adapter wheels into dist/."""
+    session.install(".[build]", TORCH)
     session.run("opforge", "build", "--profile", "cpu", *session.posargs)
 
 
-@nox.session(name="build-gpu")
+# GPU hosts bring CUDA, cuDNN and a CUDA build of torch; the GPU sessions see them through the
+# system site-packages instead of downloading another torch.
+@nox.session(name="build-gpu", venv_params=["--system-site-packages"])
 def build_gpu(session: nox.Session) -> None:
     """Build every target's GPU profile (the nvcc found here, the pinned cuDNN) into dist/gpu."""
     session.install(".[build]")
@@ -25,23 +30,25 @@ def build_gpu(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite against the installed package; gpu/docker/mindspore tests skip with a reason.
+    """The test suite against the installed packages; gpu/docker/mindspore tests skip with a reason.
 
-    The pinned cuDNN wheel goes into the session so the GPU profile compiles and links here too.
+    The pinned cuDNN wheel goes into the session so the GPU profile compiles and links here too;
+    the CPU build's adapter wheels are installed, so their tests exercise what users install.
     """
-    session.install(".[dev]")
+    session.install(".[dev]", TORCH)
     session.run("opforge", "pins", "install", "nvidia-cudnn-cu13")
+    session.run("opforge", "build", "--profile", "cpu", "--quiet")
+    session.run("opforge", "dist", "install", "--profile", "cpu")
     session.run("pytest", *session.posargs)
 
 
-# GPU hosts bring CUDA, cuDNN and a CUDA build of torch; the venv sees them through the system
-# site-packages instead of downloading another torch.
 @nox.session(name="test-gpu", venv_params=["--system-site-packages"])
 def test_gpu(session: nox.Session) -> None:
     """Build the gpu profile and run the GPU tests (conformance through the C ABI on the device)."""
     session.install(".[dev]")
     session.run("opforge", "build", "--profile", "gpu")
-    session.run("pytest", "-m", "gpu", "tests/kernels", *session.posargs)
+    session.run("opforge", "dist", "install", "--profile", "gpu")
+    session.run("pytest", "-m", "gpu", "tests/kernels", "tests/torch_adapter", *session.posargs)
 
 
 @nox.session(name="bench-gpu", venv_params=["--system-site-packages"])
@@ -49,7 +56,9 @@ def bench_gpu(session: nox.Session) -> None:
     """Time every op against torch on the GPU; writes bench/results/<device>-<date>.json."""
     session.install(".[build]")
     session.run("opforge", "build", "--profile", "gpu")
+    session.run("opforge", "dist", "install", "--profile", "gpu")
     session.run("python", "bench/gpu.py", *session.posargs)
+    session.run("python", "bench/torch_overhead.py", "--device", "cuda")
 
 
 @nox.session
@@ -65,6 +74,15 @@ def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", "src", "tests", "bench", "noxfile.py")
     session.run("ruff", "format", "--check", "src", "tests", "bench", "noxfile.py")
+
+
+@nox.session(name="bench-torch")
+def bench_torch(session: nox.Session) -> None:
+    """Per-call overhead of opforge.torch ops against torch's on the CPU; saved to bench/results/."""
+    session.install(".[build]", TORCH)
+    session.run("opforge", "build", "--profile", "cpu", "--quiet")
+    session.run("opforge", "dist", "install", "--profile", "cpu")
+    session.run("python", "bench/torch_overhead.py", "--device", "cpu", *session.posargs)
 
 
 @nox.session(name="bench-core")

@@ -69,7 +69,7 @@ def test_cpu_build_installs_outputs_and_writes_manifest(built):
         )["sha256"]
     )
     assert "kernels/src/cpu/add.cpp" in inputs["sources"]
-    assert set(inputs["toolchain"]) == {"cmake", "ninja", "c++"}
+    assert set(inputs["toolchain"]) == {"opforge", "cmake", "ninja", "c++"}
     assert inputs["options"]["OPFORGE_WITH_CUDA"] == "OFF"
 
 

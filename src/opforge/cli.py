@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from opforge import __version__
+from opforge.build.dist import install_dist_wheels
 from opforge.build.engine import BuildEngine
 from opforge.doctor import render_table, run_checks
 from opforge.errors import OpforgeError, PinError
@@ -186,6 +187,14 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dist_install(args: argparse.Namespace) -> int:
+    """pip-install the wheels the last build of a profile wrote to dist/."""
+    target = Path(args.target) if args.target else None
+    for wheel in install_dist_wheels(_project(args), args.profile, target):
+        print(f"installed {wheel.name}")
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Print what this machine offers."""
     print(render_table(run_checks()))
@@ -294,6 +303,17 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--quiet", action="store_true", help="hide the build tools' own output")
     _fetch_options(build, pins_file=False)
     build.set_defaults(func=cmd_build)
+
+    dist = sub.add_parser("dist", help="the wheels a build wrote to dist/")
+    dsub = dist.add_subparsers(dest="action", required=True, metavar="ACTION")
+    dinstall = dsub.add_parser(
+        "install", help="pip-install a profile's wheels (recorded in the manifest)"
+    )
+    dinstall.add_argument(
+        "--profile", choices=PROFILES, default="cpu", help="build profile (default: cpu)"
+    )
+    dinstall.add_argument("--target", metavar="DIR", help="install into DIR instead of this env")
+    dinstall.set_defaults(func=cmd_dist_install)
 
     doctor = sub.add_parser(
         "doctor", help="what this machine offers: docker, nvcc, cuDNN, GPU, ..."

@@ -10,11 +10,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from opforge import __version__
 from opforge.build.cmake import cmake_steps
 from opforge.build.fingerprint import compute_inputs, output_digests
 from opforge.build.manifest import Manifest, TargetRecord
-from opforge.build.toolchain import Tool, require_tool
+from opforge.build.toolchain import Tool, require_python_package, require_tool
+from opforge.build.wheel import build_wheel
 from opforge.errors import BuildError, RecipeError
+from opforge.pins.digest import hash_file
 from opforge.pins.fetch import Fetcher
 from opforge.pins.model import PinSet
 from opforge.project import Project
@@ -91,7 +94,24 @@ class BuildEngine:
     def _tools(self, recipe: Recipe, profile: str) -> dict[str, Tool]:
         why = f"needed by target {recipe.name}, profile {profile}"
         names = [*_BASE_TOOLS, *recipe.profiles[profile].requires]
-        return {name: require_tool(name, why) for name in dict.fromkeys(names)}
+        tools = {name: require_tool(name, why) for name in dict.fromkeys(names)}
+        for package in recipe.python_packages:
+            tools[f"python:{package}"] = require_python_package(package, why)
+        return tools
+
+    def _outputs(self, recipe: Recipe, prefix: Path, wheel: Path | None) -> dict[str, str] | None:
+        outputs = output_digests(prefix, recipe.outputs)
+        if outputs is not None and recipe.wheel is not None:
+            if wheel is None or not wheel.is_file():
+                return None
+            outputs[f"wheel:{wheel.name}"] = hash_file(wheel)["sha256"]
+        return outputs
+
+    def _wheel_path(self, record: TargetRecord | None) -> Path | None:
+        names = [
+            k.split(":", 1)[1] for k in (record.outputs if record else {}) if k.startswith("wheel:")
+        ]
+        return self.project.dist_dir / names[0] if names else None
 
     def _build_one(
         self, recipe: Recipe, profile: str, pins: PinSet, manifest: Manifest
@@ -113,7 +133,7 @@ class BuildEngine:
         if (
             previous is not None
             and previous.inputs_sha256 == digest
-            and output_digests(prefix, recipe.outputs) == previous.outputs
+            and self._outputs(recipe, prefix, self._wheel_path(previous)) == previous.outputs
         ):
             self.say(f"[{recipe.name}] up to date ({profile})")
             return TargetResult(recipe.name, "up-to-date")
@@ -140,7 +160,21 @@ class BuildEngine:
         for step in steps:
             self.say(f"[{recipe.name}] {step.name}")
             self.runner.run(step, log_path)
-        outputs = output_digests(prefix, recipe.outputs)
+        wheel = None
+        if recipe.wheel is not None:
+            self.say(f"[{recipe.name}] wheel")
+            # The public version: a local label (+cpu, +cu130) would refuse an equivalent torch build.
+            requires = [
+                f"{p}=={tools[f'python:{p}'].version.split('+')[0]}" for p in recipe.wheel.requires
+            ]
+            wheel = build_wheel(
+                prefix / recipe.wheel.root,
+                recipe.wheel.name,
+                f"{__version__}+{profile}",
+                requires,
+                self.project.dist_dir,
+            )
+        outputs = self._outputs(recipe, prefix, wheel)
         if outputs is None:
             missing = [p for p in recipe.outputs if not any(prefix.glob(p))]
             raise BuildError(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from opforge import __version__
 from opforge.build.cmake import cmake_value
 from opforge.build.toolchain import Tool
 from opforge.pins.digest import hash_bytes, hash_file
@@ -58,7 +59,8 @@ def compute_inputs(
             for p in source_files(root, recipe.sources)
         },
         "pins": {name: pins.pins[name].sha256 for name in recipe.pins},
-        "toolchain": {tool.name: tool.version for tool in tools},
+        # opforge itself is part of the toolchain: it writes the build commands and wheels.
+        "toolchain": {"opforge": __version__, **{tool.name: tool.version for tool in tools}},
         "depends_on": {
             name: hash_bytes(json.dumps(outputs, sort_keys=True).encode())
             for name, outputs in sorted(dependency_outputs.items())

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,3 +72,15 @@ def require_tool(name: str, why: str) -> Tool:
     if tool is None:
         raise ToolMissing(f"{name} not found on PATH ({why})", hint=_INSTALL_HINTS.get(name))
     return tool
+
+
+def require_python_package(name: str, why: str) -> Tool:
+    """The version of python package ``name`` in this interpreter, or ``ToolMissing``."""
+    try:
+        version = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        raise ToolMissing(
+            f"python package {name} is not installed in {sys.executable} ({why})",
+            hint=f"{sys.executable} -m pip install {name}",
+        ) from None
+    return Tool(f"python:{name}", Path(sys.executable), version)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,6 +9,7 @@ from pathlib import Path
 from opforge.errors import PinError
 from opforge.pins.fetch import Fetcher
 from opforge.pins.model import Pin
+from opforge.pip import pip_install
 
 
 def install_wheels(pins: Sequence[Pin], fetcher: Fetcher, target: Path | None = None) -> list[str]:
@@ -27,15 +26,6 @@ def install_wheels(pins: Sequence[Pin], fetcher: Fetcher, target: Path | None = 
         )
     fetcher.fetch_many(pins)
     with tempfile.TemporaryDirectory(prefix="opforge-wheels-") as tmp:
-        files = [str(fetcher.cache.export(pin, Path(tmp))) for pin in pins]
-        command = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet"]
-        if target is not None:
-            command += ["--target", str(target)]
-        result = subprocess.run([*command, *files], capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise PinError(
-            f"pip could not install {', '.join(p.name for p in pins)}: {last}",
-            hint=f"run `{sys.executable} -m pip install --no-deps` on the files by hand to see why",
-        )
-    return [Path(f).name for f in files]
+        files = [fetcher.cache.export(pin, Path(tmp)) for pin in pins]
+        pip_install(files, ", ".join(pin.name for pin in pins), target)
+    return [f.name for f in files]

@@ -34,6 +34,16 @@ class TestSpec:
 
 
 @dataclass(frozen=True)
+class WheelSpec:
+    """Packaging of installed files as a wheel: its name, the directory under the install prefix
+    that becomes the wheel's root, and the python packages it requires at the built versions."""
+
+    name: str
+    root: str
+    requires: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Recipe:
     """One build target, as declared in ``recipes/NAME.yaml``."""
 
@@ -50,6 +60,8 @@ class Recipe:
     description: str = ""
     cmake: CMakeSpec | None = None
     test: TestSpec | None = None
+    python_packages: tuple[str, ...] = ()
+    wheel: WheelSpec | None = None
 
     def options_for(self, profile: str) -> dict[str, OptionValue]:
         """CMake cache options for ``profile``: the recipe's, overridden by the profile's."""
@@ -79,4 +91,10 @@ def recipe_from_dict(path: Path, raw: dict) -> Recipe:
         description=raw.get("description", ""),
         cmake=CMakeSpec(cmake["source_dir"], dict(cmake.get("options", {}))) if cmake else None,
         test=TestSpec(tuple(test["command"]), test["image"]) if test else None,
+        python_packages=tuple(raw.get("python_packages", ())),
+        wheel=WheelSpec(
+            raw["wheel"]["name"], raw["wheel"]["root"], tuple(raw["wheel"].get("requires", ()))
+        )
+        if "wheel" in raw
+        else None,
     )

@@ -49,6 +49,17 @@ RECIPE_SCHEMA: dict = {
             },
         },
         "outputs": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "python_packages": {"type": "array", "items": {"type": "string"}},
+        "wheel": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["name", "root"],
+            "properties": {
+                "name": _NAME,
+                "root": {"type": "string"},
+                "requires": {"type": "array", "items": {"type": "string"}},
+            },
+        },
         "test": {
             "type": "object",
             "additionalProperties": False,
