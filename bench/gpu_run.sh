@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# One run on a CUDA machine without network: build the gpu profile, run the GPU tests, benchmark.
-# Wheels opforge needs that the machine lacks may be carried in .carry/wheels, and the download
-# cache (pinned inputs, fetched elsewhere with `opforge pins fetch`) in .carry/cache.
-# Results go to $OUT (default bench/results): tests.log, build.log and the benchmark JSON.
+# One run on a CUDA machine without network or nox: build the gpu profile (kernel library and
+# PyTorch adapter), install opforge and the adapter wheel, run the GPU tests, benchmark.
+# Wheels the machine lacks may be carried in .carry/wheels, the download cache (pinned inputs,
+# fetched elsewhere with `opforge pins fetch`) in .carry/cache. Results go to $OUT (default
+# bench/results): build.log, tests.log and the benchmark JSON files.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench/results}
+site=/tmp/opforge-site
 mkdir -p "$out"
 if compgen -G ".carry/wheels/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/opforge-site .carry/wheels/*.whl || exit 1
-  export PYTHONPATH=/tmp/opforge-site:${PYTHONPATH:-}
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/opforge-deps .carry/wheels/*.whl || exit 1
+  export PYTHONPATH=/tmp/opforge-deps:${PYTHONPATH:-}
 fi
-export PYTHONPATH=$PWD/src:$PWD:${PYTHONPATH:-}
 export OPFORGE_CACHE=${OPFORGE_CACHE:-$PWD/.carry/cache}
 export PYTHONUNBUFFERED=1
 
-python3 -m opforge doctor
-python3 -m opforge build --profile gpu 2>&1 | tee "$out/build.log" | tail -4
-python3 -m pytest tests/kernels -m gpu -q -p no:cacheprovider 2>&1 | tee "$out/tests.log" | tail -15
+PYTHONPATH=$PWD/src:$PYTHONPATH python3 -m opforge doctor
+PYTHONPATH=$PWD/src:$PYTHONPATH python3 -m opforge build --profile gpu 2>&1 | tee "$out/build.log" | grep '^\[\|built\|error' | tail -8
+# One pip call: opforge and the adapter wheel both fill the opforge/ package directory.
+python3 -m pip install -q --no-deps --no-index --no-build-isolation --target "$site" . dist/opforge_torch-*+gpu-*.whl || exit 1
+export PYTHONPATH=$site:$PWD:$PYTHONPATH
+python3 -m pytest tests/kernels tests/torch_adapter -m gpu -q -p no:cacheprovider 2>&1 | tee "$out/tests.log" | tail -15
 python3 bench/gpu.py --out "$out" "$@"
+python3 bench/torch_overhead.py --device cuda --out "$out"

@@ -15,10 +15,9 @@ import re
 import sys
 from pathlib import Path
 
+import opforge.torch as ot
 import torch
 from torch.utils import benchmark
-
-import opforge.torch as ot
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -34,6 +33,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--n", type=int, default=4096)
+    parser.add_argument("--out", default=str(REPO / "bench" / "results"), help="directory for the JSON")
     args = parser.parse_args()
     torch.manual_seed(0)
     a = torch.randn(args.n, device=args.device)
@@ -72,9 +72,10 @@ def main() -> int:
             f"| {r['op']} | {r['ours_us']:.2f} | {r['torch_us']:.2f} | {r['ratio']:.2f}x | {r['extra_us']:+.2f} |"
         )
     slug = re.sub(r"[^a-z0-9]+", "-", f"{args.device}-{device}".lower()).strip("-")
-    out = REPO / "bench" / "results" / f"torch-overhead-{slug}-{result['date']}.json"
+    out = Path(args.out) / f"torch-overhead-{slug}-{result['date']}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"saved {out.relative_to(REPO)}")
+    print(f"saved {out}")
     return 0
 
 
