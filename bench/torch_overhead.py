@@ -33,7 +33,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--n", type=int, default=4096)
-    parser.add_argument("--out", default=str(REPO / "bench" / "results"), help="directory for the JSON")
+    parser.add_argument(
+        "--out", default=str(REPO / "bench" / "results"), help="directory for the JSON"
+    )
     args = parser.parse_args()
     torch.manual_seed(0)
     a = torch.randn(args.n, device=args.device)

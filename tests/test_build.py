@@ -35,7 +35,7 @@ def opforge(project: Path, *args: str) -> subprocess.CompletedProcess:
 
 def copy_project(dest: Path) -> Path:
     """A private copy of the parts of this checkout a build reads."""
-    for name in ("kernels", "recipes"):
+    for name in ("kernels", "recipes", "adapters"):
         shutil.copytree(REPO / name, dest / name)
     shutil.copy(REPO / "checksums.yaml", dest / "checksums.yaml")
     return dest
@@ -45,7 +45,7 @@ def copy_project(dest: Path) -> Path:
 def built(tmp_path_factory) -> Path:
     """A project copy after one successful ``opforge build --profile cpu``."""
     project = copy_project(tmp_path_factory.mktemp("kernels-project"))
-    result = opforge(project, "build", "--profile", "cpu")
+    result = opforge(project, "build", "kernels", "--profile", "cpu")
     assert result.returncode == 0, result.stdout + result.stderr
     return project
 
@@ -88,7 +88,7 @@ def test_library_exports_only_the_c_abi_and_carries_its_cxx_runtime(built):
 def test_second_build_is_up_to_date_and_runs_nothing(built):
     log = built / "build" / "cpu" / "kernels" / "opforge-build.log"
     before = log.stat().st_mtime_ns
-    result = opforge(built, "build", "--profile", "cpu")
+    result = opforge(built, "build", "kernels", "--profile", "cpu")
     assert result.returncode == 0, result.stderr
     assert "[kernels] up to date (cpu)" in result.stdout
     assert "0 built, 1 up to date" in result.stdout
@@ -98,7 +98,7 @@ def test_second_build_is_up_to_date_and_runs_nothing(built):
 def test_changing_one_source_recompiles_only_that_file(built):
     source = built / "kernels" / "src" / "cpu" / "add.cpp"
     source.write_text(source.read_text() + "\n// touched by a test\n")
-    result = opforge(built, "build", "--profile", "cpu")
+    result = opforge(built, "build", "kernels", "--profile", "cpu")
     assert result.returncode == 0, result.stderr
     assert "1 built, 0 up to date" in result.stdout
     compiled = [line for line in result.stdout.splitlines() if "Building CXX object" in line]
@@ -107,7 +107,7 @@ def test_changing_one_source_recompiles_only_that_file(built):
 
 def test_a_deleted_output_is_rebuilt(built):
     (built / "dist" / "cpu" / "lib" / "libopforge_kernels.so.0.1.0").unlink()
-    result = opforge(built, "build", "--profile", "cpu")
+    result = opforge(built, "build", "kernels", "--profile", "cpu")
     assert result.returncode == 0, result.stderr
     assert "1 built" in result.stdout
     assert (built / "dist" / "cpu" / "lib" / "libopforge_kernels.so.0.1.0").is_file()
@@ -117,7 +117,7 @@ def test_a_failing_step_shows_command_and_log_tail(tmp_path):
     project = copy_project(tmp_path)
     bad = project / "kernels" / "src" / "cpu" / "add.cpp"
     bad.write_text(bad.read_text() + "\nthis is not C++;\n")
-    result = opforge(project, "build", "--profile", "cpu", "--quiet")
+    result = opforge(project, "build", "kernels", "--profile", "cpu", "--quiet")
     assert result.returncode == 1
     assert "opforge: error: step build failed (exit 1): " in result.stderr
     assert "this is not C++" in result.stderr or "add.cpp" in result.stderr
@@ -132,7 +132,7 @@ def test_a_failing_step_shows_command_and_log_tail(tmp_path):
 )
 def test_gpu_profile_compiles_cuda_for_sm80_and_sm90(tmp_path):
     project = copy_project(tmp_path)
-    result = opforge(project, "build", "--profile", "gpu", "--quiet")
+    result = opforge(project, "build", "kernels", "--profile", "gpu", "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr
     manifest = json.loads((project / "dist" / "manifest.json").read_text())
     record = manifest["targets"]["kernels"]["gpu"]

@@ -12,7 +12,7 @@ from tests.test_build import copy_project, opforge
 def cpu_library(tmp_path_factory) -> KernelLibrary:
     """The CPU build of libopforge_kernels, loaded through opforge.abi."""
     project = copy_project(tmp_path_factory.mktemp("kernels-cpu"))
-    result = opforge(project, "build", "--profile", "cpu", "--quiet")
+    result = opforge(project, "build", "kernels", "--profile", "cpu", "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr
     library = KernelLibrary(library_path(project, "cpu"))
     assert not library.has_cuda
@@ -23,7 +23,7 @@ def cpu_library(tmp_path_factory) -> KernelLibrary:
 def gpu_library(tmp_path_factory) -> KernelLibrary:
     """The GPU build (CUDA + cuDNN) of libopforge_kernels, loaded through opforge.abi."""
     project = copy_project(tmp_path_factory.mktemp("kernels-gpu"))
-    result = opforge(project, "build", "--profile", "gpu", "--quiet")
+    result = opforge(project, "build", "kernels", "--profile", "gpu", "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr
     library = KernelLibrary(library_path(project, "gpu"))
     assert library.has_cuda and library.has_cudnn

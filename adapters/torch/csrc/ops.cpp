@@ -335,11 +335,33 @@ class BatchNormFunction : public torch::autograd::Function<BatchNormFunction> {
   }
 };
 
+// True when autograd must record this call; otherwise the call goes straight to the kernel,
+// skipping the cost of building (and discarding) an autograd node.
+bool records_grad(std::initializer_list<const at::Tensor*> inputs) {
+  if (!at::GradMode::is_enabled()) return false;
+  for (const at::Tensor* t : inputs) {
+    if (t->defined() && t->requires_grad()) return true;
+  }
+  return false;
+}
+
 at::Tensor add_autograd(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
+  if (!records_grad({&a, &b})) {
+    static auto op = typed_op<decltype(add)>("opforge::add");
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.call(a, b, alpha);
+  }
   return AddFunction::apply(a, b, alpha);
 }
 
-at::Tensor softmax_autograd(const at::Tensor& x, int64_t dim) { return SoftmaxFunction::apply(x, dim); }
+at::Tensor softmax_autograd(const at::Tensor& x, int64_t dim) {
+  if (!records_grad({&x})) {
+    static auto op = typed_op<decltype(softmax)>("opforge::softmax");
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.call(x, dim);
+  }
+  return SoftmaxFunction::apply(x, dim);
+}
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_autograd(
     const at::Tensor& x, const c10::optional<at::Tensor>& weight,

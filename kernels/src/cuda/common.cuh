@@ -86,13 +86,19 @@ class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
     cudaGetDevice(&previous_);
-    if (previous_ != device) status_ = cudaSetDevice(device);
+    if (previous_ != device) {
+      status_ = cudaSetDevice(device);
+      switched_ = status_ == cudaSuccess;
+    }
   }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(previous_);
+  }
   cudaError_t status() const { return status_; }
 
  private:
   int previous_ = 0;
+  bool switched_ = false;
   cudaError_t status_ = cudaSuccess;
 };
 
