@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import re
@@ -19,6 +18,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from results_file import save
 
 from opforge.paths import default_cache_dir
 from opforge.pins.cache import CacheState, ContentCache
@@ -132,11 +133,7 @@ def main() -> int:
     print(f"machine: {result['machine']}")
     for name, value, target in rows:
         print(f"  {name:<42} {value:>12}   {target}")
-    slug = re.sub(r"[^a-z0-9]+", "-", result["machine"].lower()).strip("-")
-    out = REPO / "bench" / "results" / f"core-{slug}-{result['date']}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"saved {out.relative_to(REPO)}")
+    save(result, "core", result["machine"])
     return 0
 
 

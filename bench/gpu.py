@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import re
 import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from results_file import save
 
 from opforge.abi import KDL_CUDA, KernelLibrary, Tensor
 
@@ -271,11 +270,7 @@ def main() -> int:
     lib = KernelLibrary(Path(args.library))
     result = run(lib, args.quick)
     print(table(result))
-    slug = re.sub(r"[^a-z0-9]+", "-", result["device"].lower()).strip("-")
-    out = Path(args.out) / f"{slug}-{result['date']}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"saved {out}")
+    save(result, "gpu", result["device"], Path(args.out))
     return 0
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import platform
 import re
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import opforge.torch as ot
 import torch
+from results_file import save
 from torch.utils import benchmark
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,11 +73,7 @@ def main() -> int:
         print(
             f"| {r['op']} | {r['ours_us']:.2f} | {r['torch_us']:.2f} | {r['ratio']:.2f}x | {r['extra_us']:+.2f} |"
         )
-    slug = re.sub(r"[^a-z0-9]+", "-", f"{args.device}-{device}".lower()).strip("-")
-    out = Path(args.out) / f"torch-overhead-{slug}-{result['date']}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"saved {out}")
+    save(result, f"torch-overhead-{args.device}", device, Path(args.out))
     return 0
 
 

@@ -8,13 +8,17 @@ from opforge.abi import KernelLibrary, library_path
 from tests.test_build import copy_project, opforge
 
 
+def _built_library(tmp_path_factory, profile: str) -> KernelLibrary:
+    project = copy_project(tmp_path_factory.mktemp(f"kernels-{profile}"))
+    result = opforge(project, "build", "kernels", "--profile", profile, "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return KernelLibrary(library_path(project, profile))
+
+
 @pytest.fixture(scope="session")
 def cpu_library(tmp_path_factory) -> KernelLibrary:
     """The CPU build of libopforge_kernels, loaded through opforge.abi."""
-    project = copy_project(tmp_path_factory.mktemp("kernels-cpu"))
-    result = opforge(project, "build", "kernels", "--profile", "cpu", "--quiet")
-    assert result.returncode == 0, result.stdout + result.stderr
-    library = KernelLibrary(library_path(project, "cpu"))
+    library = _built_library(tmp_path_factory, "cpu")
     assert not library.has_cuda
     return library
 
@@ -22,9 +26,6 @@ def cpu_library(tmp_path_factory) -> KernelLibrary:
 @pytest.fixture(scope="session")
 def gpu_library(tmp_path_factory) -> KernelLibrary:
     """The GPU build (CUDA + cuDNN) of libopforge_kernels, loaded through opforge.abi."""
-    project = copy_project(tmp_path_factory.mktemp("kernels-gpu"))
-    result = opforge(project, "build", "kernels", "--profile", "gpu", "--quiet")
-    assert result.returncode == 0, result.stdout + result.stderr
-    library = KernelLibrary(library_path(project, "gpu"))
+    library = _built_library(tmp_path_factory, "gpu")
     assert library.has_cuda and library.has_cudnn
     return library
