@@ -72,8 +72,8 @@ def pins(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff: lint and formatting check."""
     session.install("ruff")
-    session.run("ruff", "check", "src", "tests", "bench", "noxfile.py")
-    session.run("ruff", "format", "--check", "src", "tests", "bench", "noxfile.py")
+    session.run("ruff", "check", "src", "tests", "bench", "adapters", "noxfile.py")
+    session.run("ruff", "format", "--check", "src", "tests", "bench", "adapters", "noxfile.py")
 
 
 @nox.session(name="bench-torch")

@@ -4,10 +4,15 @@
 
 #include "backends.hpp"
 #include "cpu/dispatch.hpp"
+#include "cpu/softmax_f32.hpp"
 
 namespace opforge::cpu {
-
 void softmax_forward(const Tensor& x, int dim, Tensor& y) {
+  if (x.dtype == DType::kFloat32 && dim == x.ndim() - 1 && x.contiguous() && y.contiguous()) {
+    const int64_t len = x.shape[dim];
+    if (len > 0) softmax_rows_f32(x.ptr<float>(), y.ptr<float>(), x.numel() / len, len);
+    return;
+  }
   const int64_t len = x.shape[dim];
   const int64_t sx = x.strides[dim], sy = y.strides[dim];
   by_dtype(x.dtype, [&](auto tag) {
