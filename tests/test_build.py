@@ -255,3 +255,107 @@ def test_a_missing_tool_is_one_clear_error(three_targets, monkeypatch, tmp_path)
     )
     assert "hint: pip install cmake" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+PY_CMAKE = """\
+cmake_minimum_required(VERSION 3.24)
+project(pyprobe NONE)
+install(FILES probe/__init__.py DESTINATION python/opforge_probe)
+"""
+
+PY_RECIPE = """\
+name: probe
+kind: cmake
+sources: ["probe/**/*"]
+image: devel
+cmake: {source_dir: probe}
+profiles: {cpu: {}}
+outputs: [python/opforge_probe/__init__.py]
+python_packages: [pytest]
+wheel: {name: opforge-probe, root: python, requires: [pytest]}
+"""
+
+
+@pytest.fixture
+def wheel_project(tmp_path) -> Project:
+    """One recipe that installs a Python package and packages it as a wheel."""
+    (tmp_path / "checksums.yaml").write_text("pins: {}\n")
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "probe.yaml").write_text(PY_RECIPE)
+    (tmp_path / "probe" / "probe").mkdir(parents=True)
+    (tmp_path / "probe" / "CMakeLists.txt").write_text(PY_CMAKE)
+    (tmp_path / "probe" / "probe" / "__init__.py").write_text("VALUE = 1\n")
+    return Project(tmp_path, tmp_path / "checksums.yaml")
+
+
+def test_wheel_recipe_builds_records_and_installs_a_wheel(wheel_project, tmp_path):
+    import zipfile
+    from importlib.metadata import version
+
+    assert _statuses(wheel_project) == {"probe": "built"}
+    manifest = json.loads((wheel_project.dist_dir / "manifest.json").read_text())
+    outputs = manifest["targets"]["probe"]["cpu"]["outputs"]
+    wheels = [k for k in outputs if k.startswith("wheel:")]
+    assert wheels == ["wheel:opforge_probe-0.1.0+cpu-py3-none-linux_x86_64.whl"]
+    wheel = wheel_project.dist_dir / wheels[0].split(":", 1)[1]
+    assert outputs[wheels[0]] == hash_file(wheel)["sha256"]
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read("opforge_probe-0.1.0+cpu.dist-info/METADATA").decode()
+        assert "opforge_probe/__init__.py" in archive.namelist()
+    assert f"Requires-Dist: pytest=={version('pytest').split('+')[0]}" in metadata
+    assert manifest["targets"]["probe"]["cpu"]["inputs"]["toolchain"]["python:pytest"] == version(
+        "pytest"
+    )
+
+    assert _statuses(wheel_project) == {"probe": "up-to-date"}
+    wheel.unlink()
+    assert _statuses(wheel_project) == {"probe": "built"}, "a missing wheel is rebuilt"
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "opforge",
+            "--project",
+            str(wheel_project.root),
+            "dist",
+            "install",
+            "--target",
+            str(tmp_path / "site"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "site" / "opforge_probe" / "__init__.py").read_text() == "VALUE = 1\n"
+
+
+def test_dist_install_before_any_build_is_a_clear_error(wheel_project):
+    result = subprocess.run(
+        [sys.executable, "-m", "opforge", "--project", str(wheel_project.root), "dist", "install"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "opforge: error: no wheels recorded for profile cpu" in result.stderr
+    assert "hint: run `opforge build --profile cpu` first" in result.stderr
+
+
+def test_a_missing_python_package_is_one_clear_error(wheel_project):
+    recipe = wheel_project.recipes_dir / "probe.yaml"
+    recipe.write_text(
+        recipe.read_text().replace(
+            "python_packages: [pytest]", "python_packages: [no-such-package-xyz]"
+        )
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "opforge", "--project", str(wheel_project.root), "build"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "python package no-such-package-xyz is not installed" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -81,6 +81,7 @@ def require_python_package(name: str, why: str) -> Tool:
     except importlib.metadata.PackageNotFoundError:
         raise ToolMissing(
             f"python package {name} is not installed in {sys.executable} ({why})",
-            hint=f"{sys.executable} -m pip install {name}",
+            hint=f"{sys.executable} -m pip install {name}, or build only the targets that do not "
+            "need it (opforge build TARGET...)",
         ) from None
     return Tool(f"python:{name}", Path(sys.executable), version)
