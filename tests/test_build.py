@@ -243,12 +243,7 @@ def test_a_missing_tool_is_one_clear_error(three_targets, monkeypatch, tmp_path)
     bin_dir.mkdir()
     (bin_dir / "c++").symlink_to(shutil.which("c++"))
     monkeypatch.setenv("PATH", str(bin_dir))
-    result = subprocess.run(
-        [sys.executable, "-m", "opforge", "--project", str(three_targets.root), "build", "liba"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = opforge(three_targets.root, "build", "liba")
     assert result.returncode == 1
     assert result.stderr.splitlines()[0] == (
         "opforge: error: cmake not found on PATH (needed by target liba, profile cpu)"
@@ -311,33 +306,19 @@ def test_wheel_recipe_builds_records_and_installs_a_wheel(wheel_project, tmp_pat
     wheel.unlink()
     assert _statuses(wheel_project) == {"probe": "built"}, "a missing wheel is rebuilt"
 
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "opforge",
-            "--project",
-            str(wheel_project.root),
-            "dist",
-            "install",
-            "--target",
-            str(tmp_path / "site"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+    result = opforge(
+        wheel_project.root,
+        "dist",
+        "install",
+        "--target",
+        str(tmp_path / "site"),
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "site" / "opforge_probe" / "__init__.py").read_text() == "VALUE = 1\n"
 
 
 def test_dist_install_before_any_build_is_a_clear_error(wheel_project):
-    result = subprocess.run(
-        [sys.executable, "-m", "opforge", "--project", str(wheel_project.root), "dist", "install"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = opforge(wheel_project.root, "dist", "install")
     assert result.returncode == 1
     assert "opforge: error: no wheels recorded for profile cpu" in result.stderr
     assert "hint: run `opforge build --profile cpu` first" in result.stderr
@@ -350,12 +331,28 @@ def test_a_missing_python_package_is_one_clear_error(wheel_project):
             "python_packages: [pytest]", "python_packages: [no-such-package-xyz]"
         )
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "opforge", "--project", str(wheel_project.root), "build"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = opforge(wheel_project.root, "build")
     assert result.returncode == 1
     assert "python package no-such-package-xyz is not installed" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _cpu_only_torch() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if torch.version.cuda:
+        return "this torch is a CUDA build"
+    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
+        return "nvcc not found"
+    return None
+
+
+@pytest.mark.skipif(_cpu_only_torch() is not None, reason=str(_cpu_only_torch()))
+def test_gpu_adapter_with_a_cpu_only_torch_says_so(tmp_path):
+    project = copy_project(tmp_path)
+    result = opforge(project, "build", "--profile", "gpu", "--quiet")
+    assert result.returncode == 1
+    assert "is a CPU-only build, but" in result.stderr
+    assert "the gpu profile registers CUDA kernels" in result.stderr

@@ -115,12 +115,6 @@ inline opforge_status check_launch(const char* op) {
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-inline int sm_count(int device) {
-  int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  return sms > 0 ? sms : 1;
-}
-
 // A tensor of shape [outer, len, inner] around dim `dim` (contiguous layout).
 struct RowShape {
   int64_t outer = 1, len = 1, inner = 1;
