@@ -1,7 +1,8 @@
 """The op manifest (``kernels/ops.yaml``) and the adapter code generated from it.
 
 Run as ``python -m opforge.ops_manifest torch-registrations OPS_YAML OUT [--cuda]`` to write the
-PyTorch adapter's registrations (CMake does this at build time).
+PyTorch adapter's registrations, or ``... mindspore-entries OPS_YAML OUT`` for the MindSpore
+adapter's AOT entry points (CMake does both at build time).
 """
 
 from __future__ import annotations
@@ -81,16 +82,29 @@ def torch_registrations(ops: dict[str, Op], cuda: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+def mindspore_entries(ops: dict[str, Op]) -> str:
+    """C++ defining one MindSpore AOT entry point per op, bound to opforge_ms::<name>."""
+    lines = ["// Generated from kernels/ops.yaml by `python -m opforge.ops_manifest`; do not edit."]
+    lines += [f"OPFORGE_MS_ENTRY({op.name})" for op in ops.values()]
+    return "\n".join(lines) + "\n"
+
+
+_GENERATORS = {
+    "torch-registrations": lambda ops, args: torch_registrations(ops, args.cuda),
+    "mindspore-entries": lambda ops, args: mindspore_entries(ops),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write generated adapter code."""
     parser = argparse.ArgumentParser(prog="python -m opforge.ops_manifest", description=__doc__)
-    parser.add_argument("what", choices=["torch-registrations"])
+    parser.add_argument("what", choices=sorted(_GENERATORS))
     parser.add_argument("manifest", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--cuda", action="store_true", help="also register the CUDA kernels")
     args = parser.parse_args(argv)
     try:
-        text = torch_registrations(load_manifest(args.manifest), args.cuda)
+        text = _GENERATORS[args.what](load_manifest(args.manifest), args)
     except OpforgeError as exc:
         print(f"opforge: error: {exc.message}", file=sys.stderr)
         return 1

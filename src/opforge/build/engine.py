@@ -21,6 +21,7 @@ from opforge.pins.digest import hash_file
 from opforge.pins.fetch import Fetcher
 from opforge.pins.model import PinSet
 from opforge.project import Project
+from opforge.recipes.loader import is_bare_name
 from opforge.recipes.model import Recipe
 from opforge.runners.base import Runner
 
@@ -163,9 +164,11 @@ class BuildEngine:
         wheel = None
         if recipe.wheel is not None:
             self.say(f"[{recipe.name}] wheel")
-            # The public version: a local label (+cpu, +cu130) would refuse an equivalent torch build.
+            # A bare name is pinned to the version built against, by its public version: a local
+            # label (+cpu, +cu130) would refuse an equivalent torch build.
             requires = [
-                f"{p}=={tools[f'python:{p}'].version.split('+')[0]}" for p in recipe.wheel.requires
+                f"{p}=={tools[f'python:{p}'].version.split('+')[0]}" if is_bare_name(p) else p
+                for p in recipe.wheel.requires
             ]
             wheel = build_wheel(
                 prefix / recipe.wheel.root,

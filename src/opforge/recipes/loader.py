@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import graphlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +115,11 @@ class RecipeBook:
         return [self.recipes[name] for name in sorter.static_order()]
 
 
+def is_bare_name(requirement: str) -> bool:
+    """Whether a wheel requirement is a package name alone (pinned to the built-against version)."""
+    return re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement) is not None
+
+
 def _check_references(recipes: dict[str, Recipe], pins: PinSet, root: Path) -> None:
     for recipe in recipes.values():
         for i, pin in enumerate(recipe.pins):
@@ -133,6 +139,14 @@ def _check_references(recipes: dict[str, Recipe], pins: PinSet, root: Path) -> N
                 raise RecipeError(
                     f"{recipe.path}: sources[{i}]: {pattern!r} matches no file under {root}",
                     hint="source patterns are globs relative to the project root",
+                )
+        for i, requirement in enumerate(recipe.wheel.requires if recipe.wheel else ()):
+            if is_bare_name(requirement) and requirement not in recipe.python_packages:
+                raise RecipeError(
+                    f"{recipe.path}: wheel.requires[{i}]: {requirement!r} has no version and is not "
+                    "in python_packages, so there is no built-against version to pin it to",
+                    hint=f"add {requirement!r} to python_packages, or give a version "
+                    f"({requirement}==X.Y or {requirement}<X)",
                 )
         if recipe.cmake and not (root / recipe.cmake.source_dir / "CMakeLists.txt").is_file():
             raise RecipeError(
