@@ -14,10 +14,11 @@ import re
 import sys
 from pathlib import Path
 
-import opforge.torch as ot
 import torch
 from results_file import save
 from torch.utils import benchmark
+
+import opforge.torch as ot
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -13,14 +13,16 @@ STORAGE = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16, 
 def to_bfloat16_bits(values: np.ndarray) -> np.ndarray:
     """Round to nearest-even bfloat16; returns the uint16 bit patterns."""
     bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    # Unsigned operands throughout: NumPy 1.x (MindSpore's) refuses uint64 >> a Python int.
+    one, sixteen = np.uint64(1), np.uint64(16)
+    rounded = (bits + np.uint64(0x7FFF) + ((bits >> sixteen) & one)) >> sixteen
     nan = np.isnan(np.asarray(values, dtype=np.float32))
     return np.where(nan, 0x7FC0, rounded).astype(np.uint16)
 
 
 def from_bfloat16_bits(bits: np.ndarray) -> np.ndarray:
     """bfloat16 bit patterns to float32 values."""
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
 def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from opforge.mindspore import _checks
-from opforge.mindspore._attrs import attribute_tensor, decode_real
-from opforge.mindspore._library import device_kind, entry
-
 from mindspore import Tensor, ops
 from mindspore import dtype as mstype
 from mindspore.ops import constexpr
+
+from opforge.mindspore import _checks
+from opforge.mindspore._attrs import attribute_tensor
+from opforge.mindspore._encoding import decode_real
+from opforge.mindspore._library import device_kind, entry
 
 _REDUCE_SUM = ops.ReduceSum(keep_dims=False)
 
@@ -47,8 +48,14 @@ def _argmax_shape(x, attrs):
     return [*x[:dim], *x[dim + 1 :]]
 
 
+# Tensor types, not the bare number types: GRAPH mode turns a 0-d output typed `int64` into a
+# Python int.
+_INT64 = mstype.TensorType(mstype.int64)
+_FLOAT32 = mstype.TensorType(mstype.float32)
+
+
 def _argmax_dtype(x, attrs):
-    return mstype.int64
+    return _INT64
 
 
 def _batch_norm_shape(x, weight, bias, running_mean, running_var, attrs):
@@ -59,7 +66,7 @@ def _batch_norm_shape(x, weight, bias, running_mean, running_var, attrs):
 
 
 def _batch_norm_dtype(x, weight, bias, running_mean, running_var, attrs):
-    return x, mstype.float32, mstype.float32, mstype.float32, mstype.float32
+    return x, _FLOAT32, _FLOAT32, _FLOAT32, _FLOAT32
 
 
 def _batch_norm_backward_shape(dy, x, weight, save_mean, save_invstd, attrs):
@@ -67,7 +74,7 @@ def _batch_norm_backward_shape(dy, x, weight, save_mean, save_invstd, attrs):
 
 
 def _batch_norm_backward_dtype(dy, x, weight, save_mean, save_invstd, attrs):
-    return x, mstype.float32, mstype.float32
+    return x, _FLOAT32, _FLOAT32
 
 
 # --- bprops: gradients through the library's backward kernels ---
@@ -89,9 +96,9 @@ def _argmax_bprop(x, attrs, out, dout):
 
 
 def _batch_norm_train_bprop(x, weight, bias, running_mean, running_var, attrs, out, dout):
-    has_weight, eps = _bn_backward_values(attrs.shape)
+    has_weight, _ = _bn_backward_values(attrs.shape)
     dx, dweight, dbias = _primitive("batch_norm_backward")(
-        dout[0], x, weight, out[1], out[2], attribute_tensor((has_weight, eps))
+        dout[0], x, weight, out[1], out[2], _bn_backward_attrs_of(attrs.shape)
     )
     return (
         dx,
@@ -139,6 +146,11 @@ def _has_bias(attrs_shape):
 def _bn_backward_values(attrs_shape):
     # batch_norm attributes: training, has_weight, has_bias, has_running, momentum (4), eps (4)
     return bool(attrs_shape[2]), _real(attrs_shape, 8)
+
+
+@constexpr
+def _bn_backward_attrs_of(attrs_shape):
+    return attribute_tensor(_bn_backward_values(attrs_shape))
 
 
 @constexpr

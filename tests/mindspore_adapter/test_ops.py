@@ -1,0 +1,338 @@
+"""opforge.mindspore beyond the conformance table: argument errors, kernel failures, numeric
+gradients, running statistics in a training step, and the wheel in a fresh environment."""
+
+from __future__ import annotations
+
+import subprocess
+import venv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ms = pytest.importorskip("mindspore")
+ofm = pytest.importorskip("opforge.mindspore")
+
+from mindspore import Tensor, ops  # noqa: E402
+from mindspore import dtype as mstype  # noqa: E402
+
+from tests.mindspore_adapter.harness import call  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def f32(*shape, seed=0):
+    return Tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+# --- argument errors: raised before any kernel runs, naming the op and the problem ---
+
+
+def _add(a, b):
+    return ofm.add(a, b)
+
+
+def _softmax_dim2(x):
+    return ofm.softmax(x, 2)
+
+
+def _argmax_dim_minus2(x):
+    return ofm.argmax(x, -2)
+
+
+def _argmax_dim1(x):
+    return ofm.argmax(x, 1)
+
+
+def _bn_train(x, w):
+    return ofm.batch_norm(x, w, None, None, None, True)
+
+
+def _bn_train_stats(x, rm, rv):
+    return ofm.batch_norm(x, None, None, rm, rv, True)
+
+
+def _bn_mean_only(x, rm):
+    return ofm.batch_norm(x, None, None, rm, None, True)
+
+
+def _bn_infer_no_stats(x):
+    return ofm.batch_norm(x, training=False)
+
+
+def _bn_train_plain(x):
+    return ofm.batch_norm(x, training=True)
+
+
+# (id, function, its inputs, error, message)
+ERRORS = [
+    (
+        "add shape",
+        _add,
+        lambda: (f32(2, 3), f32(3, 2)),
+        ValueError,
+        "opforge.mindspore.add: shape mismatch: a is [2, 3] but b is [3, 2]",
+    ),
+    (
+        "add dtype",
+        _add,
+        lambda: (f32(2, 3), f32(2, 3).astype(mstype.float16)),
+        TypeError,
+        "opforge.mindspore.add: dtype mismatch",
+    ),
+    (
+        "add float64",
+        _add,
+        lambda: (f32(4).astype(mstype.float64),) * 2,
+        TypeError,
+        "opforge.mindspore.add: a has dtype Float64; supported: float32, float16, bfloat16",
+    ),
+    (
+        "softmax dim",
+        _softmax_dim2,
+        lambda: (f32(2, 3),),
+        ValueError,
+        "opforge.mindspore.softmax: dim 2 is out of range for a 2-d input (expected -2..1)",
+    ),
+    (
+        "softmax int32",
+        _softmax_dim2,
+        lambda: (Tensor(np.ones((2, 3, 1), np.int32)),),
+        TypeError,
+        "opforge.mindspore.softmax: x has dtype Int32",
+    ),
+    (
+        "argmax dim",
+        _argmax_dim_minus2,
+        lambda: (f32(5),),
+        ValueError,
+        "opforge.mindspore.argmax: dim -2 is out of range for a 1-d input",
+    ),
+    (
+        "argmax empty dim",
+        _argmax_dim1,
+        lambda: (f32(3, 0),),
+        ValueError,
+        "opforge.mindspore.argmax: x has no elements along dim 1",
+    ),
+    (
+        "batch_norm weight",
+        _bn_train,
+        lambda: (f32(4, 3), f32(4)),
+        ValueError,
+        "opforge.mindspore.batch_norm: weight has shape [4], expected [3]",
+    ),
+    (
+        "batch_norm weight float16",
+        _bn_train,
+        lambda: (f32(4, 3), f32(3).astype(mstype.float16)),
+        TypeError,
+        "opforge.mindspore.batch_norm: weight has dtype Float16; expected float32",
+    ),
+    (
+        "batch_norm statistics size",
+        _bn_train_stats,
+        lambda: (f32(4, 3), f32(2), f32(2)),
+        ValueError,
+        "opforge.mindspore.batch_norm: running_mean has shape [2], expected [3]",
+    ),
+    (
+        "batch_norm one statistic",
+        _bn_mean_only,
+        lambda: (f32(4, 3), f32(3)),
+        ValueError,
+        "give running_mean and running_var together",
+    ),
+    (
+        "batch_norm inference without statistics",
+        _bn_infer_no_stats,
+        lambda: (f32(4, 3),),
+        ValueError,
+        "inference (training=False) needs running_mean and running_var",
+    ),
+    (
+        "batch_norm 1-d",
+        _bn_train_plain,
+        lambda: (f32(4),),
+        ValueError,
+        "opforge.mindspore.batch_norm: x must be NxC, NxCxL, or NxCxHxW, got shape [4]",
+    ),
+    (
+        "batch_norm one value per channel",
+        _bn_train_plain,
+        lambda: (f32(1, 3),),
+        ValueError,
+        "training needs more than one value per channel",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "fn, inputs, error, message", [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS]
+)
+def test_argument_errors(fn, inputs, error, message, mode):
+    # In GRAPH mode the call is compiled in a Cell and the check runs while the graph compiles.
+    with pytest.raises(error) as raised:
+        call(fn, mode)(*inputs())
+    assert message in str(raised.value)
+
+
+def test_kernel_failure_names_op_and_reason(mode, capfd):
+    # Past the Python checks (the attribute input says dim 7 of a 2-d tensor): the kernel refuses.
+    from opforge.mindspore._attrs import attribute_tensor
+    from opforge.mindspore._ops import _make_primitive
+
+    softmax = _make_primitive("softmax", "cpu")
+
+    def fn(x, attrs):
+        return softmax(x, attrs)
+
+    with pytest.raises(RuntimeError):
+        # PYNATIVE runs ops asynchronously: the failure surfaces when the result is read.
+        call(fn, mode)(f32(2, 3), attribute_tensor((7,))).asnumpy()
+    expected = (
+        "softmax: opforge_softmax_forward: dim 7 is out of range for a tensor of 2 dimension(s)"
+    )
+    assert f"opforge.mindspore: {expected}" in capfd.readouterr().err
+    assert ofm.last_error().startswith(expected)
+
+
+# --- numeric gradients: central differences of the adapter's own forward ---
+
+
+def numeric_gradient(loss, values: np.ndarray, h: float = 1e-2) -> np.ndarray:
+    grad = np.zeros_like(values, dtype=np.float64)
+    for i in np.ndindex(values.shape):
+        up, down = values.copy(), values.copy()
+        up[i] += h
+        down[i] -= h
+        grad[i] = (loss(up) - loss(down)) / (2 * h)
+    return grad
+
+
+def test_softmax_numeric_gradient(mode):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    weights = Tensor(rng.standard_normal((3, 5)).astype(np.float32))
+
+    def loss(x):
+        return (ofm.softmax(x, 0) * weights).sum()
+
+    analytic = ms.grad(call(loss, mode))(Tensor(x)).asnumpy()
+    numeric = numeric_gradient(lambda v: float(loss(Tensor(v.astype(np.float32))).asnumpy()), x)
+    np.testing.assert_allclose(analytic, numeric, rtol=2e-2, atol=2e-3)
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["training", "inference"])
+def test_batch_norm_numeric_gradient(mode, training):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, 3, 2)).astype(np.float32)
+    w = rng.uniform(0.5, 1.5, 3).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+    rm = Tensor(rng.standard_normal(3).astype(np.float32) * 0.1)
+    rv = Tensor(rng.uniform(0.5, 2.0, 3).astype(np.float32))
+    weights = Tensor(rng.standard_normal(x.shape).astype(np.float32))
+
+    def loss(x, w, b):
+        return (ofm.batch_norm(x, w, b, rm, rv, training, 0.1, 1e-5)[0] * weights).sum()
+
+    dx, dw, db = ms.grad(call(loss, mode), grad_position=(0, 1, 2))(Tensor(x), Tensor(w), Tensor(b))
+
+    def at(**values):
+        args = {"x": x, "w": w, "b": b, **values}
+        return float(loss(*(Tensor(args[k].astype(np.float32)) for k in "xwb")).asnumpy())
+
+    for name, analytic in (("x", dx), ("w", dw), ("b", db)):
+        base = {"x": x, "w": w, "b": b}[name]
+        numeric = numeric_gradient(lambda v, name=name: at(**{name: v}), base)
+        np.testing.assert_allclose(analytic.asnumpy(), numeric, rtol=3e-2, atol=3e-3, err_msg=name)
+
+
+def test_add_alpha_gradient(mode):
+    def loss(a, b):
+        return ofm.add(a, b, -2.5).sum()
+
+    da, db = ms.grad(call(loss, mode), grad_position=(0, 1))(f32(4, 2), f32(4, 2, seed=1))
+    np.testing.assert_array_equal(da.asnumpy(), np.ones((4, 2), np.float32))
+    np.testing.assert_array_equal(db.asnumpy(), np.full((4, 2), -2.5, np.float32))
+
+
+def test_argmax_is_not_differentiated_through(mode):
+    def loss(x):
+        return ofm.argmax(x, -1).astype(mstype.float32).sum() + x.sum()
+
+    np.testing.assert_array_equal(ms.grad(call(loss, mode))(f32(3, 4)).asnumpy(), np.ones((3, 4)))
+
+
+# --- running statistics: returned, and assigned back to Parameters by the caller ---
+
+
+class TrainingNorm(ms.nn.Cell):
+    """A BatchNorm layer as a user writes it with opforge: the updated statistics are assigned."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.weight = ms.Parameter(Tensor(np.ones(channels, np.float32)), name="weight")
+        self.bias = ms.Parameter(Tensor(np.zeros(channels, np.float32)), name="bias")
+        self.running_mean = ms.Parameter(
+            Tensor(np.zeros(channels, np.float32)), name="running_mean", requires_grad=False
+        )
+        self.running_var = ms.Parameter(
+            Tensor(np.ones(channels, np.float32)), name="running_var", requires_grad=False
+        )
+
+    def construct(self, x):
+        y, _, _, mean, var = ofm.batch_norm(
+            x, self.weight, self.bias, self.running_mean, self.running_var, True, 0.1, 1e-5
+        )
+        ops.assign(self.running_mean, mean)
+        ops.assign(self.running_var, var)
+        return y
+
+
+def test_running_statistics_assigned_in_training_step(mode):
+    norm = TrainingNorm(3)
+    x = np.random.default_rng(5).standard_normal((16, 3)).astype(np.float32) * 2 + 1
+    for _ in range(2):
+        norm(Tensor(x))
+    expected_mean, expected_var = np.zeros(3), np.ones(3)
+    for _ in range(2):
+        expected_mean = 0.9 * expected_mean + 0.1 * x.mean(0)
+        expected_var = 0.9 * expected_var + 0.1 * x.var(0, ddof=1)
+    np.testing.assert_allclose(norm.running_mean.asnumpy(), expected_mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(norm.running_var.asnumpy(), expected_var, rtol=1e-5, atol=1e-6)
+
+
+# --- the wheel on its own ---
+
+
+@pytest.mark.slow
+def test_wheel_in_fresh_venv_runs_without_source_tree(tmp_path):
+    wheels = sorted((REPO / "dist").glob("opforge_mindspore-*+cpu-*.whl"))
+    if not wheels:
+        pytest.skip(
+            "no dist/opforge_mindspore-*+cpu wheel: `opforge build mindspore-adapter` builds it"
+        )
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    # The wheel's own requirements (MindSpore 2.10.0, NumPy 1.x) come from the index.
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheels[-1]],
+        check=True,
+        timeout=1200,
+    )
+    script = (
+        "import mindspore as ms, numpy as np, opforge.mindspore as ofm\n"
+        "ms.set_device('CPU')\n"
+        "x = ms.Tensor(np.array([[1.0, 2.0, 3.0]], np.float32))\n"
+        "print(ofm.__file__)\n"
+        "print([round(float(v), 4) for v in ofm.softmax(x, -1).asnumpy()[0]], np.__version__)\n"
+    )
+    out = subprocess.run(
+        [python, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith(str(env_dir)), lines[0]
+    assert lines[1].startswith("[0.09, 0.2447, 0.6652] 1."), lines[1]
