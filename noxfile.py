@@ -9,6 +9,8 @@ nox.options.sessions = ["tests"]
 
 # The torch the CPU adapter builds against (a CPU build; the GPU sessions use the host's torch).
 TORCH = "torch==2.13.0"
+# The MindSpore the adapter is tested with; it is built against NumPy 1.x (see README).
+MINDSPORE = ("mindspore==2.10.0", "numpy<2")
 
 
 @nox.session(name="build-cpu")
@@ -34,12 +36,22 @@ def tests(session: nox.Session) -> None:
 
     The pinned cuDNN wheel goes into the session so the GPU profile compiles and links here too;
     the CPU build's adapter wheels are installed, so their tests exercise what users install.
+    torch and MindSpore share the session, so the parity tests run here too.
     """
-    session.install(".[dev]", TORCH)
+    session.install(".[dev]", TORCH, *MINDSPORE)
     session.run("opforge", "pins", "install", "nvidia-cudnn-cu13")
     session.run("opforge", "build", "--profile", "cpu", "--quiet")
     session.run("opforge", "dist", "install", "--profile", "cpu")
     session.run("pytest", *session.posargs)
+
+
+@nox.session
+def parity(session: nox.Session) -> None:
+    """The conformance cases through opforge.torch and opforge.mindspore agree element for element."""
+    session.install(".[dev]", TORCH, *MINDSPORE)
+    session.run("opforge", "build", "--profile", "cpu", "--quiet")
+    session.run("opforge", "dist", "install", "--profile", "cpu")
+    session.run("pytest", "tests/parity", *session.posargs)
 
 
 @nox.session(name="test-gpu", venv_params=["--system-site-packages"])
@@ -48,7 +60,15 @@ def test_gpu(session: nox.Session) -> None:
     session.install(".[dev]")
     session.run("opforge", "build", "--profile", "gpu")
     session.run("opforge", "dist", "install", "--profile", "gpu")
-    session.run("pytest", "-m", "gpu", "tests/kernels", "tests/torch_adapter", *session.posargs)
+    session.run(
+        "pytest",
+        "-m",
+        "gpu",
+        "tests/kernels",
+        "tests/torch_adapter",
+        "tests/mindspore_aot",
+        *session.posargs,
+    )
 
 
 @nox.session(name="bench-gpu", venv_params=["--system-site-packages"])
@@ -83,6 +103,15 @@ def bench_torch(session: nox.Session) -> None:
     session.run("opforge", "build", "--profile", "cpu", "--quiet")
     session.run("opforge", "dist", "install", "--profile", "cpu")
     session.run("python", "bench/torch_overhead.py", "--device", "cpu", *session.posargs)
+
+
+@nox.session(name="bench-mindspore")
+def bench_mindspore(session: nox.Session) -> None:
+    """Per-call time of opforge.mindspore.add against MindSpore's ops.add, PYNATIVE and GRAPH."""
+    session.install(".[build]", *MINDSPORE)
+    session.run("opforge", "build", "mindspore-adapter", "--profile", "cpu", "--quiet")
+    session.run("opforge", "dist", "install", "--profile", "cpu", "--target", "mindspore-adapter")
+    session.run("python", "bench/mindspore_overhead.py", *session.posargs)
 
 
 @nox.session(name="bench-core")

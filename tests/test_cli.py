@@ -164,8 +164,22 @@ def test_doctor_reports_every_capability_and_masks_proxy_passwords():
         "GPU",
         "torch",
         "mindspore",
+        "numpy for MindSpore",
         "proxies",
     ):
         assert any(line.startswith(row) for line in result.stdout.splitlines()), row
     assert "HTTPS_PROXY=http://alice:***@127.0.0.1:3128" in result.stdout
     assert "s3cret" not in result.stdout
+
+
+def test_doctor_flags_numpy_2_in_a_mindspore_environment():
+    from opforge.doctor import numpy_for_mindspore
+
+    bad = numpy_for_mindspore("2.10.0", "2.4.1")
+    assert not bad.ok
+    assert (
+        "numpy 2.4.1 with MindSpore 2.10.0" in bad.detail and "pip install 'numpy<2'" in bad.detail
+    )
+    assert numpy_for_mindspore("2.10.0", "1.26.4").ok
+    assert numpy_for_mindspore(None, "2.4.1").ok
+    assert not numpy_for_mindspore("2.10.0", None).ok

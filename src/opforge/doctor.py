@@ -102,6 +102,30 @@ def _package(name: str) -> Check:
         return Check(name, False, "not installed")
 
 
+def numpy_for_mindspore(mindspore: str | None, numpy: str | None) -> Check:
+    """MindSpore 2.x is built against NumPy 1.x: under NumPy 2 (which its metadata allows),
+    ``Tensor * 2.5`` raises SystemError. A MindSpore environment needs ``numpy<2``."""
+    if mindspore is None:
+        return Check("numpy for MindSpore", True, "no MindSpore here")
+    if numpy is None:
+        return Check("numpy for MindSpore", False, "numpy missing: pip install 'numpy<2'")
+    if int(numpy.split(".")[0]) >= 2:
+        return Check(
+            "numpy for MindSpore",
+            False,
+            f"numpy {numpy} with MindSpore {mindspore}, which is built against NumPy 1.x "
+            "(Tensor * 2.5 raises SystemError): pip install 'numpy<2'",
+        )
+    return Check("numpy for MindSpore", True, f"numpy {numpy} (MindSpore needs <2)")
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def _tool(name: str) -> Check:
     tool = find_tool(name)
     if tool is None:
@@ -142,6 +166,7 @@ def run_checks() -> list[Check]:
         _gpu(),
         _package("torch"),
         _package("mindspore"),
+        numpy_for_mindspore(_version("mindspore"), _version("numpy")),
         _proxies(),
         Check(
             "CA bundle", True, os.environ.get("REQUESTS_CA_BUNDLE") or "requests default (certifi)"

@@ -206,9 +206,13 @@ def _absent():
 
 
 # --- checks and attributes, evaluated at compile time in GRAPH mode ---
+# Memoised: in PYNATIVE they run on every call, and a training loop repeats the same arguments
+# (typed, so that True and 1 stay different keys; a failing check is never cached).
+_memo = functools.lru_cache(maxsize=1024, typed=True)
 
 
 @constexpr
+@_memo
 def _add_attrs(a_shape, a_dtype, b_shape, b_dtype, alpha):
     _checks.floating("add", "a", a_dtype)
     _checks.same("add", {"a": a_shape, "b": b_shape}, {"a": a_dtype, "b": b_dtype})
@@ -218,12 +222,14 @@ def _add_attrs(a_shape, a_dtype, b_shape, b_dtype, alpha):
 
 
 @constexpr
+@_memo
 def _softmax_attrs(op, x_shape, x_dtype, dim):
     _checks.floating(op, "x", x_dtype)
     return attribute_tensor((_checks.dim(op, dim, len(x_shape)),))
 
 
 @constexpr
+@_memo
 def _softmax_backward_attrs(y_shape, y_dtype, dy_shape, dy_dtype, dim):
     _checks.floating("softmax_backward", "y", y_dtype)
     _checks.same("softmax_backward", {"y": y_shape, "dy": dy_shape}, {"y": y_dtype, "dy": dy_dtype})
@@ -231,6 +237,7 @@ def _softmax_backward_attrs(y_shape, y_dtype, dy_shape, dy_dtype, dim):
 
 
 @constexpr
+@_memo
 def _argmax_attrs(x_shape, x_dtype, dim, keepdim):
     _checks.floating("argmax", "x", x_dtype)
     if not isinstance(keepdim, bool):
@@ -244,6 +251,7 @@ _PARAM_NAMES = ("weight", "bias", "running_mean", "running_var")
 
 
 @constexpr
+@_memo
 def _batch_norm_attrs(x_shape, x_dtype, shapes, dtypes, training, momentum, eps):
     op = "batch_norm"
     params = dict(zip(_PARAM_NAMES, shapes, strict=True))
@@ -269,6 +277,7 @@ def _batch_norm_attrs(x_shape, x_dtype, shapes, dtypes, training, momentum, eps)
 
 
 @constexpr
+@_memo
 def _batch_norm_backward_attrs(dy_shape, dy_dtype, x_shape, x_dtype, shapes, dtypes, eps):
     op = "batch_norm_backward"
     names = ("weight", "save_mean", "save_invstd")
