@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -327,14 +328,27 @@ def test_dist_install_before_any_build_is_a_clear_error(wheel_project):
 def test_a_missing_python_package_is_one_clear_error(wheel_project):
     recipe = wheel_project.recipes_dir / "probe.yaml"
     recipe.write_text(
-        recipe.read_text().replace(
-            "python_packages: [pytest]", "python_packages: [no-such-package-xyz]"
-        )
+        recipe.read_text().replace("[pytest]", "[no-such-package-xyz]")
     )
     result = opforge(wheel_project.root, "build")
     assert result.returncode == 1
     assert "python package no-such-package-xyz is not installed" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_wheel_requirement_without_version_must_be_a_built_against_package(wheel_project):
+    recipe = wheel_project.recipes_dir / "probe.yaml"
+    text = recipe.read_text()
+    recipe.write_text(text.replace("python_packages: [pytest]", "python_packages: []"))
+    result = opforge(wheel_project.root, "build")
+    assert result.returncode == 1
+    assert "wheel.requires[0]: 'pytest' has no version and is not in python_packages" in result.stderr
+    recipe.write_text(text.replace("requires: [pytest]", 'requires: [pytest, "numpy<3"]'))
+    assert opforge(wheel_project.root, "build").returncode == 0
+    wheel = next(wheel_project.dist_dir.glob("opforge_probe-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read("opforge_probe-0.1.0+cpu.dist-info/METADATA").decode()
+    assert "Requires-Dist: numpy<3" in metadata and "Requires-Dist: pytest==" in metadata
 
 
 def _cpu_only_torch() -> str | None:
