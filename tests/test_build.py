@@ -327,9 +327,7 @@ def test_dist_install_before_any_build_is_a_clear_error(wheel_project):
 
 def test_a_missing_python_package_is_one_clear_error(wheel_project):
     recipe = wheel_project.recipes_dir / "probe.yaml"
-    recipe.write_text(
-        recipe.read_text().replace("[pytest]", "[no-such-package-xyz]")
-    )
+    recipe.write_text(recipe.read_text().replace("[pytest]", "[no-such-package-xyz]"))
     result = opforge(wheel_project.root, "build")
     assert result.returncode == 1
     assert "python package no-such-package-xyz is not installed" in result.stderr
@@ -342,7 +340,9 @@ def test_wheel_requirement_without_version_must_be_a_built_against_package(wheel
     recipe.write_text(text.replace("python_packages: [pytest]", "python_packages: []"))
     result = opforge(wheel_project.root, "build")
     assert result.returncode == 1
-    assert "wheel.requires[0]: 'pytest' has no version and is not in python_packages" in result.stderr
+    assert (
+        "wheel.requires[0]: 'pytest' has no version and is not in python_packages" in result.stderr
+    )
     recipe.write_text(text.replace("requires: [pytest]", 'requires: [pytest, "numpy<3"]'))
     assert opforge(wheel_project.root, "build").returncode == 0
     wheel = next(wheel_project.dist_dir.glob("opforge_probe-*.whl"))
