@@ -24,10 +24,11 @@ def build_cpu(session: nox.Session) -> None:
 # system site-packages instead of downloading another torch.
 @nox.session(name="build-gpu", venv_params=["--system-site-packages"])
 def build_gpu(session: nox.Session) -> None:
-    """Build every target's GPU profile (the nvcc found here, the pinned cuDNN) into dist/gpu."""
+    """Build every target's GPU profile into dist/gpu: inside the devel image when a Docker engine
+    answers (`--runner auto`), else with the nvcc found here and the pinned cuDNN."""
     session.install(".[build]")
     session.run("opforge", "pins", "install", "nvidia-cudnn-cu13")
-    session.run("opforge", "build", "--profile", "gpu", *session.posargs)
+    session.run("opforge", "build", "--profile", "gpu", "--runner", "auto", *session.posargs)
 
 
 @nox.session
@@ -37,7 +38,14 @@ def tests(session: nox.Session) -> None:
     The pinned cuDNN wheel goes into the session so the GPU profile compiles and links here too;
     the CPU build's adapter wheels are installed, so their tests exercise what users install.
     torch and MindSpore share the session, so the parity tests run here too.
+    `nox -s tests -- --runner docker` instead builds the CPU profile in the devel image and runs
+    the recipes' tests in the runtime image.
     """
+    if session.posargs[:2] == ["--runner", "docker"]:
+        session.install(".")
+        session.run("opforge", "build", "--profile", "cpu", "--runner", "docker", "--quiet")
+        session.run("opforge", "test", "--profile", "cpu", "--runner", "docker")
+        return
     session.install(".[dev]", TORCH, *MINDSPORE)
     session.run("opforge", "pins", "install", "nvidia-cudnn-cu13")
     session.run("opforge", "build", "--profile", "cpu", "--quiet")
@@ -79,6 +87,14 @@ def bench_gpu(session: nox.Session) -> None:
     session.run("opforge", "dist", "install", "--profile", "gpu")
     session.run("python", "bench/gpu.py", *session.posargs)
     session.run("python", "bench/torch_overhead.py", "--device", "cuda")
+
+
+@nox.session
+def images(session: nox.Session) -> None:
+    """Build the devel and runtime images (`nox -s images -- --flavour ngc --cuda 12.4` etc.)."""
+    session.install(".")
+    for kind in ("devel", "runtime"):
+        session.run("opforge", "images", "build", "--kind", kind, *session.posargs)
 
 
 @nox.session

@@ -7,6 +7,8 @@ import http.client
 import http.server
 import json
 import re
+import select
+import socket
 import threading
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -128,6 +130,20 @@ def _proxy_handler(seen: list[str]) -> type[http.server.BaseHTTPRequestHandler]:
         def log_message(self, *args) -> None:
             pass
 
+        def do_CONNECT(self) -> None:
+            # HTTPS through the proxy (pip): a byte tunnel to host:port.
+            seen.append(f"CONNECT {self.path}")
+            host, _, port = self.path.rpartition(":")
+            try:
+                upstream = socket.create_connection((host, int(port)), timeout=30)
+            except OSError:
+                self.send_error(502)
+                return
+            self.send_response(200, "Connection established")
+            self.end_headers()
+            self.close_connection = True
+            _tunnel(self.connection, upstream)
+
         def do_GET(self) -> None:
             seen.append(self.path)
             target = urlsplit(self.path)
@@ -147,6 +163,25 @@ def _proxy_handler(seen: list[str]) -> type[http.server.BaseHTTPRequestHandler]:
             upstream.close()
 
     return Proxy
+
+
+def _tunnel(client: socket.socket, upstream: socket.socket) -> None:
+    """Copy bytes both ways until either side closes."""
+    sockets = [client, upstream]
+    try:
+        while True:
+            readable, _, _ = select.select(sockets, [], [], 60)
+            if not readable:
+                return
+            for sock in readable:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                (upstream if sock is client else client).sendall(data)
+    except OSError:
+        return
+    finally:
+        upstream.close()
 
 
 class Running:

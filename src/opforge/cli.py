@@ -15,6 +15,8 @@ from opforge.build.dist import install_dist_wheels
 from opforge.build.engine import BuildEngine
 from opforge.doctor import render_table, run_checks
 from opforge.errors import OpforgeError, PinError
+from opforge.images.service import ImageOptions
+from opforge.images.spec import FLAVOURS, KINDS
 from opforge.paths import default_cache_dir, find_project_root
 from opforge.pins.cache import CacheState, ContentCache
 from opforge.pins.fetch import Fetcher, FetchSettings, progress_enabled
@@ -23,7 +25,7 @@ from opforge.pins.model import load_pins
 from opforge.pins.update import update_pin
 from opforge.project import Project
 from opforge.recipes.schema import PROFILES
-from opforge.runners import RUNNER_CHOICES, select_runner
+from opforge.runners import RUNNER_CHOICES, resolve_runner, select_runner
 
 
 def _err(text: str) -> None:
@@ -174,11 +176,115 @@ def cmd_pins_update(args: argparse.Namespace) -> int:
 # --- build and doctor ----------------------------------------------------------------------
 
 
+def _image_options(args: argparse.Namespace) -> ImageOptions:
+    return ImageOptions(
+        flavour=args.flavour,
+        cuda=args.cuda,
+        cudnn=args.cudnn,
+        base_image=args.base_image,
+        extra_ca=Path(args.extra_ca) if args.extra_ca else None,
+        keep_ca=getattr(args, "keep_ca", False),
+        frameworks=tuple(args.framework) if args.framework is not None else None,
+        find_links=tuple(Path(p) for p in args.find_links) if args.find_links else None,
+    )
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    """Run recipe test commands, on the host or in the runtime image."""
+    import subprocess
+
+    project = _project(args)
+    if args.runner == "host":
+        book = project.load_recipes(project.load_pins())
+        recipes = [book.get(t) for t in args.targets] if args.targets else book.order([])
+        for recipe in recipes:
+            if recipe.test is not None:
+                print(f"[{recipe.name}] test: {' '.join(recipe.test.command)}", flush=True)
+                code = subprocess.run(list(recipe.test.command), cwd=project.root).returncode
+                if code != 0:
+                    return code
+        return 0
+    from opforge.runners.docker import test_in_container
+
+    runner, why = resolve_runner(args.runner)
+    if runner != "docker":
+        _err(f"opforge: error: cannot run tests in the runtime image: {why}")
+        return 1
+    test_in_container(project, _fetcher(args), _image_options(args), args.targets, args.profile)
+    return 0
+
+
+def cmd_images_build(args: argparse.Namespace) -> int:
+    """Build one image (or find it up to date) and print its tag."""
+    from opforge.images.service import ensure_image, image_spec
+
+    project = _project(args)
+    spec = image_spec(project, args.kind, _image_options(args))
+    image = ensure_image(project, _fetcher(args), spec)
+    print(image.tag)
+    return 0
+
+
+def cmd_images_list(args: argparse.Namespace) -> int:
+    """The combinations of images/versions.yaml and what each flavour offers."""
+    from opforge.images.spec import load_combinations
+
+    project = _project(args)
+    for combo in load_combinations(project.root / "images" / "versions.yaml"):
+        pip = "pip: yes" if combo.pip else f"pip: no ({combo.pip_reason})"
+        print(f"cuda {combo.cuda:5} cudnn {combo.cudnn:5} ngc: {combo.ngc['devel'].image}  {pip}")
+    return 0
+
+
+def cmd_images_lock(args: argparse.Namespace) -> int:
+    """Record ngc digests a registry gives; report every base still unpinned (exit 1 if any)."""
+    from opforge.images.build import docker_client
+    from opforge.images.service import lock_report, resolve_digests
+
+    project = _project(args)
+    versions = project.root / "images" / "versions.yaml"
+    text = versions.read_text()
+    for image, digest, why in resolve_digests(project, docker_client()):
+        if digest:
+            text = text.replace(
+                f'{{image: "{image}", digest: null}}', f'{{image: "{image}", digest: "{digest}"}}'
+            )
+        else:
+            print(f"{image}: {why}")
+    versions.write_text(text)
+    unpinned = 0
+    for label, image, status in lock_report(project):
+        print(f"{label:28} {image:48} {status}")
+        unpinned += status.startswith("UNPINNED")
+    if unpinned:
+        _err(f"opforge: error: {unpinned} ngc base image(s) are not pinned by digest")
+        _err("  hint: run `opforge images lock` where the registry answers, or use --flavour pip")
+        return 1
+    return 0
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     """Build targets for a profile and report what was built or up to date."""
     project = _project(args)
+    runner_name, why = resolve_runner(args.runner)
+    print(f"runner: {runner_name} ({why})", flush=True)
+    if runner_name == "docker":
+        from opforge.runners.docker import build_in_container
+
+        say = (lambda _line: None) if args.quiet else print
+        build_in_container(
+            project,
+            _fetcher(args),
+            _image_options(args),
+            args.targets,
+            args.profile,
+            args.jobs,
+            args.quiet,
+            say=lambda line: say(line) if not line.startswith(("[", "runner:")) else print(line),
+        )
+        return 0
     echo = (lambda _line: None) if args.quiet else None
-    runner = select_runner(args.runner, echo=echo)
+    runner = select_runner(runner_name, echo=echo)
     engine = BuildEngine(project, _fetcher(args), runner, jobs=args.jobs)
     results = engine.build(args.targets, args.profile)
     built = sum(r.status == "built" for r in results)
@@ -291,8 +397,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile", choices=PROFILES, default="cpu", help="build profile (default: cpu)"
     )
     build.add_argument(
-        "--runner", choices=RUNNER_CHOICES, default="auto", help="where steps run (default: auto)"
+        "--runner",
+        choices=RUNNER_CHOICES,
+        default="host",
+        help="host (default), docker (inside the devel image), or auto (docker when an engine answers)",
     )
+    _image_flags(build)
     build.add_argument(
         "--jobs",
         type=int,
@@ -303,6 +413,39 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--quiet", action="store_true", help="hide the build tools' own output")
     _fetch_options(build, pins_file=False)
     build.set_defaults(func=cmd_build)
+
+    test = sub.add_parser(
+        "test", help="run targets' recipe test commands (in the runtime image with --runner docker)"
+    )
+    test.add_argument("targets", nargs="*", metavar="TARGET", help="targets (default: all)")
+    test.add_argument(
+        "--profile", choices=PROFILES, default="cpu", help="whose dist wheels (default: cpu)"
+    )
+    test.add_argument(
+        "--runner", choices=RUNNER_CHOICES, default="host", help="where tests run (default: host)"
+    )
+    _image_flags(test)
+    _fetch_options(test, pins_file=False)
+    test.set_defaults(func=cmd_test)
+
+    images = sub.add_parser("images", help="the devel and runtime container images")
+    isub = images.add_subparsers(dest="action", required=True, metavar="ACTION")
+    ibuild = isub.add_parser("build", help="build an image (skipped when an identical one exists)")
+    ibuild.add_argument("--kind", choices=KINDS, default="devel", help="default: devel")
+    _image_flags(ibuild)
+    ibuild.add_argument(
+        "--keep-ca",
+        action="store_true",
+        help="leave the extra CA bundle in the final image (default: used while building only)",
+    )
+    _fetch_options(ibuild, pins_file=False)
+    ibuild.set_defaults(func=cmd_images_build)
+    ilist = isub.add_parser("list", help="the CUDA x cuDNN combinations and their flavours")
+    ilist.set_defaults(func=cmd_images_list)
+    ilock = isub.add_parser(
+        "lock", help="record the ngc base images' digests where a registry answers"
+    )
+    ilock.set_defaults(func=cmd_images_lock)
 
     dist = sub.add_parser("dist", help="the wheels a build wrote to dist/")
     dsub = dist.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -320,6 +463,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.set_defaults(func=cmd_doctor)
     return parser
+
+
+def _image_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--flavour", choices=FLAVOURS, default="pip", help="default: pip")
+    parser.add_argument("--cuda", help="CUDA version (default: the first in images/versions.yaml)")
+    parser.add_argument("--cudnn", help="cuDNN version (default: the one paired with --cuda)")
+    parser.add_argument(
+        "--base-image", help="pip flavour base (default: $BASE_IMAGE or debian:bookworm-slim)"
+    )
+    parser.add_argument(
+        "--extra-ca",
+        metavar="PEM",
+        help="CA bundle pip trusts while building (default: $OPFORGE_EXTRA_CA, else $PIP_CERT)",
+    )
+    parser.add_argument(
+        "--framework",
+        action="append",
+        metavar="REQ",
+        help="framework requirement for the image, repeatable (default: torch==2.13.0)",
+    )
+    parser.add_argument(
+        "--find-links",
+        action="append",
+        metavar="DIR",
+        help="local wheel folder for the image's pip, repeatable (default: $PIP_FIND_LINKS)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,8 +24,10 @@ class Project:
 
     @property
     def build_dir(self) -> Path:
-        """Scratch space for build trees and logs (safe to delete)."""
-        return self.root / "build"
+        """Scratch space for build trees and logs (safe to delete); OPFORGE_BUILD_DIR moves it
+        (the docker runner gives containers their own)."""
+        override = os.environ.get("OPFORGE_BUILD_DIR")
+        return Path(override) if override else self.root / "build"
 
     @property
     def dist_dir(self) -> Path:

@@ -1,0 +1,1 @@
+"""Container images: the devel (toolchain) and runtime images, their build contexts and builds."""

@@ -1,0 +1,136 @@
+"""Building images through the Docker SDK: tagged by content digest, proxies as build args."""
+
+from __future__ import annotations
+
+import collections
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from opforge.errors import BuildError, ToolMissing
+from opforge.images.context import assemble
+from opforge.images.spec import ImageSpec
+from opforge.pins.fetch import Fetcher
+from opforge.pins.model import PinSet
+from opforge.proxies import proxy_environment, uses_loopback
+
+_TAIL_LINES = 25
+# The classic builder colours a step's stderr; logs and error messages want plain text.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+REPOSITORY = "opforge"
+
+
+def docker_client():
+    """A Docker SDK client for the engine of this environment (DOCKER_HOST or the local socket)."""
+    try:
+        import docker
+        from docker.errors import DockerException
+    except ImportError:
+        raise ToolMissing(
+            "the docker SDK is not installed", hint="pip install docker (opforge depends on it)"
+        ) from None
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except DockerException as exc:
+        raise ToolMissing(
+            f"no Docker engine answers ({type(exc).__name__})",
+            hint="start dockerd (or set DOCKER_HOST), or use --runner host",
+        ) from None
+    return client
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """An image tag and whether this call built it (False: an identical one existed)."""
+
+    tag: str
+    built: bool
+
+
+def resolve_base(client, spec: ImageSpec) -> tuple[str, str]:
+    """(reference to build FROM, identity for the digest) of the spec's base image."""
+    if spec.flavour == "ngc":
+        ngc = spec.combination.ngc[spec.kind]
+        ref = f"{ngc.image.split(':')[0]}@{ngc.digest}" if ngc.digest else ngc.image
+        return ref, ref
+    from docker.errors import ImageNotFound
+
+    try:
+        return spec.base_image, client.images.get(spec.base_image).id
+    except ImageNotFound:
+        # Pulled during the build; its name (ideally name@digest) is its identity.
+        return spec.base_image, spec.base_image
+
+
+def image_tag(spec: ImageSpec, digest: str) -> str:
+    """``opforge/<kind>:<flavour>-cuda<X>-cudnn<Y>-<digest12>``."""
+    c = spec.combination
+    return f"{REPOSITORY}/{spec.kind}:{spec.flavour}-cuda{c.cuda}-cudnn{c.cudnn}-{digest[:12]}"
+
+
+def build_image(
+    client,
+    spec: ImageSpec,
+    images_dir: Path,
+    staging: Path,
+    pins: PinSet,
+    fetcher: Fetcher,
+    say: Callable[[str], None] = print,
+    *,
+    target: str | None = None,
+    nocache: bool = False,
+) -> BuiltImage:
+    """Build ``spec`` unless an image with the same content digest exists; stream the log.
+
+    ``target`` builds another stage of the Dockerfile (tests use ``system``).
+    """
+    from docker.errors import APIError, ImageNotFound
+
+    base_ref, base_id = resolve_base(client, spec)
+    context = assemble(spec, images_dir, staging, pins, fetcher, base_id)
+    tag = image_tag(spec, context.digest) + (f"-{target}" if target else "")
+    if target is None and not nocache:
+        try:
+            client.images.get(tag)
+            say(f"[image] {spec.name}: up to date ({tag})")
+            return BuiltImage(tag, False)
+        except ImageNotFound:
+            pass
+    proxies = proxy_environment()
+    network = "host" if uses_loopback(proxies) else None
+    say(
+        f"[image] building {spec.name} from {base_ref}"
+        + (" (host network: loopback proxy)" if network else "")
+    )
+    buildargs = {"BASE_IMAGE": base_ref, "KEEP_CA": "1" if spec.keep_ca else "0", **proxies}
+    tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+    try:
+        stream = client.api.build(
+            path=str(context.path),
+            dockerfile=context.dockerfile,
+            tag=tag,
+            target=target or spec.kind,
+            buildargs=buildargs,
+            network_mode=network,
+            rm=True,
+            forcerm=True,
+            nocache=nocache,
+            decode=True,
+        )
+        for chunk in stream:
+            if "error" in chunk:
+                detail = chunk["error"].strip()
+                shown = "\n".join(f"    {line}" for line in tail)
+                raise BuildError(
+                    f"image {spec.name}: build failed: {detail}\n  last lines:\n{shown}",
+                    hint=f"the Dockerfile is {images_dir / ('Dockerfile.' + spec.flavour)}",
+                )
+            for line in _ANSI.sub("", chunk.get("stream", "")).splitlines():
+                if line.strip():
+                    tail.append(line)
+                    say(line)
+    except APIError as exc:
+        raise BuildError(f"image {spec.name}: the Docker engine refused the build: {exc}") from None
+    return BuiltImage(tag, True)

@@ -1,0 +1,137 @@
+"""Assembling an image's build context: Dockerfile, pinned wheels, requirement lists, extra CA.
+
+The context is a fresh directory under ``build/images/``; its digest (over everything the image
+is made from) names the image, so an unchanged image is found instead of rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from opforge.errors import ConfigError
+from opforge.images.spec import ImageSpec
+from opforge.pins.digest import hash_file
+from opforge.pins.fetch import Fetcher
+from opforge.pins.model import PinSet
+
+# What the devel image's Python needs beyond opforge's own requirements: the test runner and
+# numpy (the C ABI tests); the runtime image also installs opforge from the mounted source.
+_DEVEL_EXTRA = ("pytest", "numpy")
+_RUNTIME_EXTRA = ("pytest", "numpy", "setuptools>=69", "wheel")
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """A ready context directory, its Dockerfile and the digest of everything in it."""
+
+    path: Path
+    dockerfile: str
+    digest: str
+
+
+def opforge_requirements(extras: tuple[str, ...] = ()) -> list[str]:
+    """opforge's installed requirements without markers, plus those of ``extras``."""
+    found = []
+    for req in importlib.metadata.requires("opforge") or []:
+        spec, _, marker = req.partition(";")
+        extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", marker)
+        if not marker.strip() or (extra and extra.group(1) in extras):
+            found.append(spec.strip())
+    return found
+
+
+def _link_or_copy(source: Path, dest: Path) -> None:
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copyfile(source, dest)
+
+
+def assemble(
+    spec: ImageSpec,
+    images_dir: Path,
+    staging: Path,
+    pins: PinSet,
+    fetcher: Fetcher,
+    base_id: str,
+) -> BuildContext:
+    """Write the context for ``spec`` into ``staging`` (replaced) and return it with its digest."""
+    dockerfile = images_dir / f"Dockerfile.{spec.flavour}"
+    if not dockerfile.is_file():
+        raise ConfigError(f"{dockerfile} is missing", hint="restore it from the repository")
+    if staging.exists():
+        shutil.rmtree(staging)
+    ctx = staging / "context"
+    (ctx / "pinned").mkdir(parents=True)
+    (ctx / "wheels").mkdir()
+    digest = hashlib.sha256()
+
+    def record(label: str, data: bytes) -> None:
+        digest.update(f"{label}:{len(data)}:".encode())
+        digest.update(data)
+
+    shutil.copyfile(dockerfile, staging / "Dockerfile")
+    record("dockerfile", dockerfile.read_bytes())
+    script = images_dir / "scripts" / "expose-cuda.sh"
+    shutil.copyfile(script, ctx / "expose-cuda.sh")
+    record("expose-cuda", script.read_bytes())
+    record("spec", f"{spec.kind} {spec.flavour} {base_id} keep_ca={spec.keep_ca}".encode())
+
+    for kind in ("devel", "runtime"):
+        lines = []
+        if spec.flavour == "pip":
+            if spec.combination.pip is None:
+                raise ConfigError(
+                    f"cuda {spec.combination.cuda} has no pip flavour: {spec.combination.pip_reason}",
+                    hint="use --flavour ngc for it",
+                )
+            for name in spec.combination.pip[kind]:
+                if name not in pins.pins:
+                    raise ConfigError(
+                        f"images/versions.yaml names pin {name!r}, which is not in {pins.path.name}"
+                    )
+                pin = pins.pins[name]
+                target = ctx / "pinned" / pin.filename
+                if not target.exists():
+                    _link_or_copy(fetcher.fetch(pin), target)
+                lines.append(f"/ctx/pinned/{pin.filename} --hash=sha256:{pin.sha256}")
+        text = "\n".join(lines) + "\n"
+        (ctx / f"pinned-{kind}.txt").write_text(text)
+        record(f"pinned-{kind}", text.encode())
+        extras = ("build",) if kind == "devel" else ()
+        packages = [
+            *opforge_requirements(extras),
+            *(_DEVEL_EXTRA if kind == "devel" else _RUNTIME_EXTRA),
+            *spec.frameworks,
+        ]
+        text = "\n".join(packages) + "\n"
+        (ctx / f"packages-{kind}.txt").write_text(text)
+        record(f"packages-{kind}", text.encode())
+
+    for folder in spec.find_links:
+        for wheel in sorted(Path(folder).glob("*.whl")):
+            _link_or_copy(wheel, ctx / "wheels" / wheel.name)
+            record(f"wheel:{wheel.name}", hash_file(wheel)["sha256"].encode())
+    ca = b""
+    if spec.extra_ca is not None:
+        try:
+            ca = spec.extra_ca.read_bytes()
+        except OSError as exc:
+            raise ConfigError(
+                f"extra CA bundle {spec.extra_ca}: {exc.strerror}",
+                hint="pass a PEM file with --extra-ca, or set OPFORGE_EXTRA_CA",
+            ) from None
+        if b"-----BEGIN CERTIFICATE-----" not in ca:
+            raise ConfigError(
+                f"extra CA bundle {spec.extra_ca} holds no PEM certificate",
+                hint="give a PEM bundle, e.g. /etc/ssl/certs/ca-certificates.crt",
+            )
+    (ctx / "extra-ca.pem").write_bytes(ca)
+    record("extra-ca", ca)
+    return BuildContext(staging, "Dockerfile", digest.hexdigest())

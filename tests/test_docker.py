@@ -1,0 +1,207 @@
+"""The images and the docker runner against a real Docker engine (CI starts one).
+
+The pip-flavour CUDA 13 devel and runtime images are built from a local base image (CI makes it
+with debootstrap: no registry is reachable), then: the GPU profile compiles and links in devel,
+the CPU profile builds in devel and its tests pass in runtime, a failing step inside a container
+is reported with its command and log, proxies are used while building and absent from images.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from opforge.images.service import ImageOptions, ensure_image, image_spec
+from opforge.paths import default_cache_dir
+from opforge.pins.cache import ContentCache
+from opforge.pins.fetch import Fetcher
+from opforge.project import Project
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parent.parent
+BASE = os.environ.get("OPFORGE_TEST_BASE_IMAGE", "opforge-base:bookworm")
+
+
+def copy_project(dest: Path) -> Path:
+    """A private copy of everything a containerised build and its tests read."""
+    for name in ("kernels", "recipes", "adapters", "images", "src", "tests"):
+        shutil.copytree(REPO / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("checksums.yaml", "pyproject.toml"):
+        shutil.copy(REPO / name, dest / name)
+    return dest
+
+
+def opforge(project: Path, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    env = {**os.environ, "BASE_IMAGE": BASE}
+    return subprocess.run(
+        [sys.executable, "-m", "opforge", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="session")
+def client():
+    import docker
+    from docker.errors import ImageNotFound
+
+    engine = docker.from_env(timeout=900)
+    try:
+        engine.images.get(BASE)
+    except ImageNotFound:
+        pytest.skip(f"base image {BASE} missing: .ci/run makes it with debootstrap | docker import")
+    return engine
+
+
+@pytest.fixture(scope="session")
+def workspace(tmp_path_factory) -> Project:
+    root = copy_project(tmp_path_factory.mktemp("docker-project"))
+    return Project(root, root / "checksums.yaml")
+
+
+@pytest.fixture(scope="session")
+def fetcher() -> Fetcher:
+    return Fetcher(ContentCache(default_cache_dir()))
+
+
+@pytest.fixture(scope="session")
+def devel(client, workspace, fetcher) -> str:
+    spec = image_spec(workspace, "devel", ImageOptions(base_image=BASE))
+    return ensure_image(workspace, fetcher, spec, client=client).tag
+
+
+@pytest.fixture(scope="session")
+def runtime(client, workspace, fetcher) -> str:
+    spec = image_spec(workspace, "runtime", ImageOptions(base_image=BASE))
+    return ensure_image(workspace, fetcher, spec, client=client).tag
+
+
+def sh(client, image: str, script: str) -> str:
+    return client.containers.run(image, ["sh", "-c", script], remove=True).decode()
+
+
+def test_devel_image_has_nvcc_and_findable_cudnn(client, devel):
+    out = sh(
+        client,
+        devel,
+        "nvcc --version && readlink -f /usr/local/cuda/lib64/libcudnn.so"
+        " && test -e /usr/local/cuda/include/cudnn.h && echo cudnn-header-ok",
+    )
+    assert "release 13.0" in out
+    assert "libcudnn.so.9" in out and "cudnn-header-ok" in out
+
+
+def test_runtime_image_has_no_toolchain_and_no_build_context(client, runtime):
+    out = sh(
+        client,
+        runtime,
+        "command -v nvcc g++ cmake || echo no-toolchain; test -e /ctx || echo no-context;"
+        " test -e /opt/opforge/etc/extra-ca.pem || echo no-extra-ca;"
+        " readlink -f /usr/local/cuda/lib64/libcudnn.so; python -c 'import torch; print(torch.__version__)'",
+    )
+    assert "no-toolchain" in out and "no-context" in out and "no-extra-ca" in out
+    assert "libcudnn.so.9" in out and "2.13.0" in out
+
+
+def test_unchanged_image_is_not_rebuilt(client, workspace, fetcher, devel):
+    started = time.monotonic()
+    again = ensure_image(
+        workspace,
+        fetcher,
+        image_spec(workspace, "devel", ImageOptions(base_image=BASE)),
+        client=client,
+    )
+    assert again.tag == devel and not again.built
+    print(f"warm devel check: {time.monotonic() - started:.1f}s")
+
+
+def test_proxy_is_used_while_building_and_absent_from_the_image(
+    client, workspace, fetcher, proxy, monkeypatch
+):
+    seen, url = proxy
+    for name in ("HTTP_PROXY", "https_proxy"):
+        monkeypatch.setenv(name, url)
+    spec = image_spec(workspace, "devel", ImageOptions(base_image=BASE))
+    # The `system` stage without the layer cache: apt runs, through the loopback proxy (so the
+    # build runs on the host network).
+    built = ensure_image(workspace, fetcher, spec, client=client, target="system", nocache=True)
+    assert any("deb.debian.org" in u for u in seen), seen[:5]
+    image = client.images.get(built.tag)
+    assert not any(url in e or "PROXY" in e.upper() for e in image.attrs["Config"].get("Env") or [])
+    history = client.api.history(built.tag)
+    assert not any(url in (h.get("CreatedBy") or "") for h in history)
+    assert url not in sh(client, built.tag, "env; cat /etc/apt/apt.conf.d/* 2>/dev/null || true")
+
+
+def test_outputs_are_owned_by_the_invoking_user(client, devel, tmp_path):
+    from opforge.runners.docker import ContainerRun
+
+    project = tmp_path / "owned"
+    project.mkdir()
+    run = ContainerRun(
+        client, devel, project, tmp_path / "cache", user="1234:1234", say=lambda _: None
+    )
+    run.run(["sh", "-c", "mkdir -p dist && touch dist/out"], {}, "touch")
+    stat = (project / "dist" / "out").stat()
+    assert (stat.st_uid, stat.st_gid) == (1234, 1234)
+
+
+def test_gpu_profile_compiles_and_links_in_devel(workspace, devel):
+    result = opforge(
+        workspace.root,
+        "build",
+        "kernels",
+        "mindspore-adapter",
+        "--profile",
+        "gpu",
+        "--runner",
+        "docker",
+        "--quiet",
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "runner: docker (as asked)" in result.stdout
+    lib = workspace.root / "dist" / "gpu" / "lib" / "libopforge_kernels.so.0"
+    aot = workspace.root / "dist" / "gpu" / "python" / "opforge" / "mindspore" / "_aot_cuda.so"
+    assert lib.is_file() and aot.is_file()
+    assert lib.stat().st_uid == os.getuid()
+
+
+def test_cpu_build_in_devel_then_tests_in_runtime(workspace, devel, runtime):
+    built = opforge(
+        workspace.root,
+        "build",
+        "kernels",
+        "torch-adapter",
+        "--profile",
+        "cpu",
+        "--runner",
+        "docker",
+        "--quiet",
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    tested = opforge(workspace.root, "test", "kernels", "torch-adapter", "--runner", "docker")
+    assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-3000:]
+    assert f"[kernels] test in {runtime}" in tested.stdout
+    assert tested.stdout.count(" passed") >= 2
+
+
+def test_a_failing_step_in_a_container_shows_its_command_and_log(tmp_path, devel):
+    project = copy_project(tmp_path / "broken")
+    api = project / "kernels" / "src" / "api.cpp"
+    api.write_text(api.read_text() + "\nthis is not C++;\n")
+    result = opforge(project, "build", "kernels", "--runner", "docker", "--quiet")
+    assert result.returncode == 1
+    assert "step build failed" in result.stdout + result.stderr
+    assert "api.cpp" in result.stdout + result.stderr and "error" in result.stdout + result.stderr
+    assert "failed in container" in result.stderr
+    assert "Traceback" not in result.stderr
