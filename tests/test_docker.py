@@ -148,6 +148,7 @@ def test_outputs_are_owned_by_the_invoking_user(client, devel, tmp_path):
 
     project = tmp_path / "owned"
     project.mkdir()
+    project.chmod(0o777)  # the user's own checkout: writable by them
     run = ContainerRun(
         client, devel, project, tmp_path / "cache", user="1234:1234", say=lambda _: None
     )

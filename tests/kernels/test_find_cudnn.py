@@ -10,7 +10,13 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("cmake") is None,
+        reason="cmake not found: these tests configure CMake projects (a devel environment)",
+    ),
+]
 
 PROBE = """\
 cmake_minimum_required(VERSION 3.24)

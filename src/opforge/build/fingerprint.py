@@ -6,6 +6,7 @@ Two builds with the same fingerprint produce the same outputs, so a match means 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from opforge import __version__
@@ -61,6 +62,9 @@ def compute_inputs(
         "pins": {name: pins.pins[name].sha256 for name in recipe.pins},
         # opforge itself is part of the toolchain: it writes the build commands and wheels.
         "toolchain": {"opforge": __version__, **{tool.name: tool.version for tool in tools}},
+        # The image a containerised build runs in (the docker runner sets it): same tool versions
+        # in another image are still another environment.
+        "image": os.environ.get("OPFORGE_IMAGE", "host"),
         "depends_on": {
             name: hash_bytes(json.dumps(outputs, sort_keys=True).encode())
             for name, outputs in sorted(dependency_outputs.items())

@@ -166,6 +166,7 @@ def build_in_container(
     say(f"[docker] building in {image}")
     # The container's build trees (CMake caches with its compiler paths) stay apart from the host's.
     env = {
+        "OPFORGE_IMAGE": image,
         "PYTHONPATH": str(project.root / "src"),
         "OPFORGE_BUILD_DIR": str(project.build_dir / "container" / image.rsplit("-", 1)[-1]),
     }
@@ -204,7 +205,8 @@ def test_in_container(
         say(f"[{recipe.name}] test in {image.tag}: {shlex.join(recipe.test.command)}")
         run.run(
             test_command(project.root, wheels, list(recipe.test.command)),
-            {},
+            # The tests use the built artefacts in dist/: the runtime image has no compiler.
+            {"OPFORGE_TEST_DIST": "1"},
             f"tests of {recipe.name}",
         )
     return image.tag
