@@ -97,6 +97,13 @@ def images(session: nox.Session) -> None:
         session.run("opforge", "images", "build", "--kind", kind, *session.posargs)
 
 
+@nox.session(name="ci-matrix")
+def ci_matrix(session: nox.Session) -> None:
+    """Render .github/workflows/nightly.yml from ci/matrix.yaml (`-- --check` only checks)."""
+    session.install(".")
+    session.run("opforge", "ci", "render", *session.posargs)
+
+
 @nox.session
 def pins(session: nox.Session) -> None:
     """`nox -s pins` lists the pins; `nox -s pins -- verify|fetch|update NAME` runs that action."""

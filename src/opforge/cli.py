@@ -13,6 +13,7 @@ import yaml
 from opforge import __version__
 from opforge.build.dist import install_dist_wheels
 from opforge.build.engine import BuildEngine
+from opforge.ci.workflow import WORKFLOW_PATH
 from opforge.doctor import render_table, run_checks
 from opforge.errors import OpforgeError, PinError
 from opforge.images.service import ImageOptions
@@ -210,7 +211,76 @@ def cmd_test(args: argparse.Namespace) -> int:
     if runner != "docker":
         _err(f"opforge: error: cannot run tests in the runtime image: {why}")
         return 1
-    test_in_container(project, _fetcher(args), _image_options(args), args.targets, args.profile)
+    test_in_container(
+        project,
+        _fetcher(args),
+        _image_options(args),
+        args.targets,
+        args.profile,
+        junit_dir=Path(args.junit_dir).resolve() if args.junit_dir else None,
+    )
+    return 0
+
+
+def _matrix(args: argparse.Namespace):
+    from opforge.ci.matrix import load_matrix
+
+    root = _project(args).root
+    return load_matrix(root / "ci" / "matrix.yaml", root / "images" / "versions.yaml")
+
+
+def cmd_ci_list(args: argparse.Namespace) -> int:
+    """Every cell with its flavour, or the reason it is excluded."""
+    for cell in _matrix(args).cells:
+        status = (
+            f"excluded: {cell.excluded}" if cell.excluded else f"included ({cell.flavour} images)"
+        )
+        print(f"{cell.id:40} {status}")
+    return 0
+
+
+def cmd_ci_render(args: argparse.Namespace) -> int:
+    """Write (or check) the nightly workflow."""
+    from opforge.ci.workflow import WORKFLOW_PATH, render
+
+    path = _project(args).root / WORKFLOW_PATH
+    text = render(_matrix(args))
+    current = path.read_text() if path.is_file() else None
+    if args.check:
+        if current != text:
+            _err(f"opforge: error: {WORKFLOW_PATH} is out of date with ci/matrix.yaml")
+            _err("  hint: run `opforge ci render` and commit the result")
+            return 1
+        print(f"{WORKFLOW_PATH} is up to date")
+        return 0
+    if current != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_suffix(".tmp")
+        temp.write_text(text)
+        temp.replace(path)
+    print(f"wrote {WORKFLOW_PATH} ({len(_matrix(args).included)} cells)")
+    return 0
+
+
+def cmd_ci_run_cell(args: argparse.Namespace) -> int:
+    """Run one cell as the workflow does."""
+    from opforge.ci.cell import run_cell
+
+    cell = _matrix(args).cell(args.cell)
+    cache = Path(args.image_cache) if args.image_cache else None
+    run_cell(cell, Path(args.junit_dir), cache, dry_run=args.dry_run)
+    return 0
+
+
+def cmd_ci_report(args: argparse.Namespace) -> int:
+    """The cells' JUnit reports as one table."""
+    from opforge.ci.report import collect, table
+
+    root = Path(args.reports)
+    if not root.is_dir():
+        _err(f"opforge: error: no report folder {root}")
+        return 1
+    print(table(collect(root), args.format), end="")
     return 0
 
 
@@ -425,8 +495,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--runner", choices=RUNNER_CHOICES, default="host", help="where tests run (default: host)"
     )
     _image_flags(test)
+    test.add_argument("--junit-dir", help="write each target's JUnit XML report here")
     _fetch_options(test, pins_file=False)
     test.set_defaults(func=cmd_test)
+
+    ci = sub.add_parser("ci", help="the nightly CUDA x cuDNN x framework matrix")
+    csub = ci.add_subparsers(dest="action", required=True, metavar="ACTION")
+    clist = csub.add_parser("list", help="every cell, included or excluded with the reason")
+    clist.set_defaults(func=cmd_ci_list)
+    crender = csub.add_parser("render", help=f"write {WORKFLOW_PATH} from ci/matrix.yaml")
+    crender.add_argument(
+        "--check", action="store_true", help="only check that the committed file is up to date"
+    )
+    crender.set_defaults(func=cmd_ci_render)
+    crun = csub.add_parser("run-cell", help="run one cell with the workflow's own commands")
+    crun.add_argument("cell", metavar="CELL", help="a cell id from `opforge ci list`")
+    crun.add_argument("--junit-dir", default="reports", help="JUnit XML reports (default: reports)")
+    crun.add_argument("--image-cache", help="load/save opforge's images here (the CI cache)")
+    crun.add_argument("--dry-run", action="store_true", help="print the commands only")
+    crun.set_defaults(func=cmd_ci_run_cell)
+    creport = csub.add_parser("report", help="one table from the cells' JUnit XML reports")
+    creport.add_argument("reports", help="folder holding the reports (one sub-folder per cell)")
+    creport.add_argument("--format", choices=["terminal", "markdown"], default="terminal")
+    creport.set_defaults(func=cmd_ci_report)
 
     images = sub.add_parser("images", help="the devel and runtime container images")
     isub = images.add_subparsers(dest="action", required=True, metavar="ACTION")

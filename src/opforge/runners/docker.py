@@ -182,6 +182,7 @@ def test_in_container(
     targets: list[str],
     profile: str,
     say: Callable[[str], None] = print,
+    junit_dir: Path | None = None,
 ) -> str:
     """Each target's recipe test command in the runtime image, against its dist wheels."""
     from opforge.build.dist import dist_wheels
@@ -203,8 +204,12 @@ def test_in_container(
         if recipe.test is None:
             continue
         say(f"[{recipe.name}] test in {image.tag}: {shlex.join(recipe.test.command)}")
+        command = list(recipe.test.command)
+        if junit_dir is not None:
+            junit_dir.mkdir(parents=True, exist_ok=True)
+            command += ["--junitxml", str(junit_dir / f"{recipe.name}.xml")]
         run.run(
-            test_command(project.root, wheels, list(recipe.test.command)),
+            test_command(project.root, wheels, command),
             # The tests use the built artefacts in dist/: the runtime image has no compiler.
             {"OPFORGE_TEST_DIST": "1"},
             f"tests of {recipe.name}",
