@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import shutil
 import subprocess
 import textwrap
@@ -17,6 +18,8 @@ from tests.servers import start_file_server, start_proxy
 
 REPO = Path(__file__).resolve().parent.parent
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")
+# The local base image of the docker tests' pip images (.ci/docker-engine.sh makes it).
+BASE = os.environ.get("OPFORGE_TEST_BASE_IMAGE", "opforge-base:bookworm")
 
 
 def _cuda_device_missing() -> str | None:
@@ -109,3 +112,17 @@ def write_pins(path: Path, body: str) -> Path:
     """Write a pins file from an indented literal."""
     path.write_text(textwrap.dedent(body).lstrip())
     return path
+
+
+@pytest.fixture(scope="session")
+def client():
+    """A Docker SDK client, once the base image of the docker tests exists."""
+    import docker
+    from docker.errors import ImageNotFound
+
+    engine = docker.from_env(timeout=900)
+    try:
+        engine.images.get(BASE)
+    except ImageNotFound:
+        pytest.skip(f"base image {BASE} missing: .ci/run makes it with debootstrap | docker import")
+    return engine

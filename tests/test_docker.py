@@ -26,7 +26,7 @@ from opforge.project import Project
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
-BASE = os.environ.get("OPFORGE_TEST_BASE_IMAGE", "opforge-base:bookworm")
+from tests.conftest import BASE  # noqa: E402
 
 
 def copy_project(dest: Path) -> Path:
@@ -48,19 +48,6 @@ def opforge(project: Path, *args: str, timeout: int = 1800) -> subprocess.Comple
         text=True,
         timeout=timeout,
     )
-
-
-@pytest.fixture(scope="session")
-def client():
-    import docker
-    from docker.errors import ImageNotFound
-
-    engine = docker.from_env(timeout=900)
-    try:
-        engine.images.get(BASE)
-    except ImageNotFound:
-        pytest.skip(f"base image {BASE} missing: .ci/run makes it with debootstrap | docker import")
-    return engine
 
 
 @pytest.fixture(scope="session")

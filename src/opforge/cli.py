@@ -295,6 +295,19 @@ def cmd_images_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_images_context(args: argparse.Namespace) -> int:
+    """Write an image's build context (Dockerfile + context/) and print where."""
+    from opforge.images.context import assemble
+    from opforge.images.service import image_spec
+
+    project = _project(args)
+    spec = image_spec(project, args.kind, _image_options(args))
+    staging = project.build_dir / "images" / f"{spec.flavour}-{spec.kind}"
+    assemble(spec, project.root / "images", staging, project.load_pins(), _fetcher(args), "context")
+    print(staging)
+    return 0
+
+
 def cmd_images_list(args: argparse.Namespace) -> int:
     """The combinations of images/versions.yaml and what each flavour offers."""
     from opforge.images.spec import load_combinations
@@ -531,6 +544,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _fetch_options(ibuild, pins_file=False)
     ibuild.set_defaults(func=cmd_images_build)
+    icontext = isub.add_parser(
+        "context",
+        help="assemble an image's build context in build/images/<flavour>-<kind> (the devcontainer builds from it)",
+    )
+    icontext.add_argument("--kind", choices=KINDS, default="devel", help="default: devel")
+    _image_flags(icontext)
+    icontext.add_argument("--keep-ca", action="store_true", help="as for `images build`")
+    _fetch_options(icontext, pins_file=False)
+    icontext.set_defaults(func=cmd_images_context)
     ilist = isub.add_parser("list", help="the CUDA x cuDNN combinations and their flavours")
     ilist.set_defaults(func=cmd_images_list)
     ilock = isub.add_parser(
