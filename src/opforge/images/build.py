@@ -89,6 +89,11 @@ def build_image(
     from docker.errors import APIError, ImageNotFound
 
     base_ref, base_id = resolve_base(client, spec)
+    if spec.flavour == "ngc" and not spec.combination.ngc[spec.kind].digest:
+        say(
+            f"[image] warning: base {base_ref} is UNPINNED (no digest in images/versions.yaml): "
+            "run `opforge images lock` where the registry answers"
+        )
     context = assemble(spec, images_dir, staging, pins, fetcher, base_id)
     tag = image_tag(spec, context.digest) + (f"-{target}" if target else "")
     if target is None and not nocache:
