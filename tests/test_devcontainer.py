@@ -126,9 +126,10 @@ def test_build_up_and_doctor_behind_a_loopback_proxy(devcontainer_cli, workspace
         assert editable.stdout.strip().startswith("/workspaces/"), editable.stdout
     finally:
         # `up` tags its own vsc-<folder>-<hash> image: remove it with the container.
+        tags = {image}
         for container in client.containers.list(all=True, filters={"label": label}):
-            made = container.image.tags
+            tags.update(container.image.tags)
             container.remove(force=True)
-            for tag in made:
+        for tag in tags:
+            if client.images.list(name=tag):
                 client.images.remove(tag, force=True)
-        client.images.remove(image, force=True)
