@@ -244,7 +244,8 @@ def cmd_ci_render(args: argparse.Namespace) -> int:
     from opforge.ci.workflow import WORKFLOW_PATH, render
 
     path = _project(args).root / WORKFLOW_PATH
-    text = render(_matrix(args))
+    matrix = _matrix(args)
+    text = render(matrix)
     current = path.read_text() if path.is_file() else None
     if args.check:
         if current != text:
@@ -258,7 +259,7 @@ def cmd_ci_render(args: argparse.Namespace) -> int:
         temp = path.with_suffix(".tmp")
         temp.write_text(text)
         temp.replace(path)
-    print(f"wrote {WORKFLOW_PATH} ({len(_matrix(args).included)} cells)")
+    print(f"wrote {WORKFLOW_PATH} ({len(matrix.included)} cells)")
     return 0
 
 

@@ -7,8 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from opforge.images.build import BuiltImage, build_image, docker_client, image_tag
-from opforge.images.context import assemble
+from opforge.images.build import BuiltImage, build_image, docker_client
 from opforge.images.spec import (
     DEFAULT_BASE,
     DEFAULT_FRAMEWORKS,
@@ -81,18 +80,6 @@ def ensure_image(
         say,
         **build_options,
     )
-
-
-def expected_tag(project: Project, fetcher: Fetcher, spec: ImageSpec, client) -> str:
-    """The tag ``spec`` builds to now (assembles its context to know the digest)."""
-    from opforge.images.build import resolve_base
-
-    _, base_id = resolve_base(client, spec)
-    staging = project.build_dir / "images" / f"{spec.flavour}-{spec.kind}"
-    context = assemble(
-        spec, project.root / "images", staging, project.load_pins(), fetcher, base_id
-    )
-    return image_tag(spec, context.digest)
 
 
 def lock_report(project: Project) -> list[tuple[str, str, str]]:

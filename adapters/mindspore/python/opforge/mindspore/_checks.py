@@ -49,7 +49,7 @@ def dim(op: str, dim: int, ndim: int) -> int:
     return dim % span
 
 
-def channel_params(op: str, x_shape: tuple, params: dict[str, tuple | None]) -> int:
+def channel_params(op: str, x_shape: tuple, params: dict[str, tuple | None]) -> None:
     """batch_norm: x is NxC[x...] and every given per-channel tensor has C elements."""
     if not 2 <= len(x_shape) <= 4:
         raise ValueError(
@@ -62,7 +62,6 @@ def channel_params(op: str, x_shape: tuple, params: dict[str, tuple | None]) -> 
                 f"opforge.mindspore.{op}: {name} has shape {list(shape)}, expected [{channels}] "
                 f"(the channels of x, dim 1)"
             )
-    return channels
 
 
 def param_dtype(op: str, name: str, dtype: object | None) -> None:

@@ -95,11 +95,10 @@ def _argmax_bprop(x, attrs, out, dout):
     return ops.zeros_like(x), ops.zeros_like(attrs)
 
 
-def _batch_norm_train_bprop(x, weight, bias, running_mean, running_var, attrs, out, dout):
-    has_weight, _ = _bn_backward_values(attrs.shape)
-    dx, dweight, dbias = _primitive("batch_norm_backward")(
-        dout[0], x, weight, out[1], out[2], _bn_backward_attrs_of(attrs.shape)
-    )
+def _batch_norm_grads(
+    attrs, has_weight, dx, dweight, dbias, weight, bias, running_mean, running_var
+):
+    # Absent weight/bias are placeholders and the statistics are not differentiated: zeros.
     return (
         dx,
         dweight if has_weight else ops.zeros_like(weight),
@@ -107,6 +106,16 @@ def _batch_norm_train_bprop(x, weight, bias, running_mean, running_var, attrs, o
         ops.zeros_like(running_mean),
         ops.zeros_like(running_var),
         ops.zeros_like(attrs),
+    )
+
+
+def _batch_norm_train_bprop(x, weight, bias, running_mean, running_var, attrs, out, dout):
+    has_weight, _ = _bn_backward_values(attrs.shape)
+    dx, dweight, dbias = _primitive("batch_norm_backward")(
+        dout[0], x, weight, out[1], out[2], _bn_backward_attrs_of(attrs.shape)
+    )
+    return _batch_norm_grads(
+        attrs, has_weight, dx, dweight, dbias, weight, bias, running_mean, running_var
     )
 
 
@@ -122,13 +131,8 @@ def _batch_norm_infer_bprop(x, weight, bias, running_mean, running_var, attrs, o
     dweight = _REDUCE_SUM(
         dy * (x.astype(mstype.float32) - running_mean.reshape(view)) * invstd.reshape(view), axes
     )
-    return (
-        dx,
-        dweight if has_weight else ops.zeros_like(weight),
-        dbias if _has_bias(attrs.shape) else ops.zeros_like(bias),
-        ops.zeros_like(running_mean),
-        ops.zeros_like(running_var),
-        ops.zeros_like(attrs),
+    return _batch_norm_grads(
+        attrs, has_weight, dx, dweight, dbias, weight, bias, running_mean, running_var
     )
 
 
