@@ -1,12 +1,14 @@
-// The implementations behind the C ABI, one namespace per device. Arguments arrive validated:
-// shapes, dtypes and devices agree, dims are normalised, optional tensors are nullptr when absent.
+// What the CPU and CUDA kernel files share beyond the generated argument structs (ops_args.hpp,
+// one per op of kernels/ops.yaml, with each op's entry declared there): the batch_norm view and
+// the internal helpers the per-op entries call.
 #pragma once
 
 #include "common/tensor.hpp"
+#include "ops_args.hpp"
 
 namespace opforge {
 
-// Arguments of the batch_norm ops, already checked. x is viewed as N×C×S (S = spatial size).
+// Arguments of the batch_norm kernels, already checked. x is viewed as N×C×S (S = spatial size).
 struct BatchNorm {
   const Tensor* x = nullptr;
   const Tensor* dy = nullptr;  // backward only
@@ -25,14 +27,8 @@ struct BatchNorm {
 };
 
 namespace cpu {
-void add(const Tensor& a, const Tensor& b, double alpha, Tensor& out);
 void softmax_forward(const Tensor& x, int dim, Tensor& y);
 void softmax_backward(const Tensor& y, const Tensor& dy, int dim, Tensor& dx);
-// `out` is viewed with x's rank: its dim `dim` has size 1.
-void argmax(const Tensor& x, int dim, Tensor& out);
-void batch_norm_forward_training(const BatchNorm& bn);
-void batch_norm_forward_inference(const BatchNorm& bn);
-void batch_norm_backward(const BatchNorm& bn);
 }  // namespace cpu
 
 #ifdef OPFORGE_HAVE_CUDA

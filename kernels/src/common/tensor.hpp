@@ -1,7 +1,9 @@
 // Reading and checking DLTensor arguments: the validation every op shares.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <climits>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -69,10 +71,16 @@ inline bool same_dtype(DLDataType a, DLDataType b) {
   return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
 }
 
-// Fills `out` from `t`, or returns a message saying why `t` cannot be used.
-inline std::string read_tensor(const DLTensor* t, const char* name, Tensor& out) {
+// Fills `out` from `t`, or returns a message saying why `t` cannot be used. `data` may be NULL
+// only when `allow_null_data` (shape inference reads shapes alone). Element counts and the byte
+// extent of the strides must fit in int64, so no kernel's index arithmetic can overflow.
+inline std::string read_tensor(const DLTensor* t, const char* name, Tensor& out,
+                               bool allow_null_data = false) {
   if (t == nullptr) return std::string(name) + " is NULL";
-  if (t->ndim < 0) return std::string(name) + " has negative ndim";
+  if (t->ndim < 0 || t->ndim > OPFORGE_MAX_NDIM) {
+    return std::string(name) + " has " + std::to_string(t->ndim) + " dimensions (supported: 0 to " +
+           std::to_string(OPFORGE_MAX_NDIM) + ")";
+  }
   if (t->ndim > 0 && t->shape == nullptr) return std::string(name) + " has NULL shape";
   out.data = static_cast<char*>(t->data) + t->byte_offset;
   out.device = t->device;
@@ -84,9 +92,32 @@ inline std::string read_tensor(const DLTensor* t, const char* name, Tensor& out)
   for (int i = t->ndim - 1; i >= 0; --i) {
     if (out.shape[i] < 0) return std::string(name) + " has a negative dimension";
     out.strides[i] = t->strides ? t->strides[i] : running;
-    running *= out.shape[i];
+    if (__builtin_mul_overflow(running, out.shape[i], &running)) {
+      return std::string(name) + " of shape " + shape_string(out.shape) +
+             " has more elements than int64 can count";
+    }
   }
-  if (out.numel() > 0 && t->data == nullptr) return std::string(name) + " has NULL data";
+  if (running > 0) {
+    // The farthest element from the first, in bytes, must be addressable.
+    const int64_t itemsize = std::max<int64_t>(1, t->dtype.bits / 8);
+    int64_t extent = 0;
+    for (int i = 0; i < t->ndim; ++i) {
+      int64_t span = 0;
+      const int64_t stride = out.strides[i] < 0 ? -out.strides[i] : out.strides[i];
+      if (out.strides[i] == INT64_MIN || __builtin_mul_overflow(out.shape[i] - 1, stride, &span) ||
+          __builtin_add_overflow(extent, span, &extent)) {
+        return std::string(name) + " has strides " + shape_string(out.strides) +
+               " that reach beyond what int64 can address";
+      }
+    }
+    if (__builtin_mul_overflow(extent + 1, itemsize, &extent)) {
+      return std::string(name) + " has strides " + shape_string(out.strides) +
+             " that reach beyond what int64 can address";
+    }
+  }
+  if (out.numel() > 0 && t->data == nullptr && !allow_null_data) {
+    return std::string(name) + " has NULL data";
+  }
   return "";
 }
 

@@ -3,7 +3,11 @@
 
 namespace opforge::cpu {
 
-void add(const Tensor& a, const Tensor& b, double alpha, Tensor& out) {
+opforge_status add(const ops::Add& args) {
+  const Tensor& a = *args.a;
+  const Tensor& b = *args.b;
+  Tensor& out = *args.out;
+  const double alpha = args.alpha;
   if (out.dtype == DType::kFloat32 && a.contiguous() && b.contiguous() && out.contiguous()) {
     // The common case as a plain loop the compiler vectorises; float arithmetic stays within
     // one rounding of the float64 result.
@@ -13,7 +17,7 @@ void add(const Tensor& a, const Tensor& b, double alpha, Tensor& out) {
     const float al = static_cast<float>(alpha);
     const int64_t n = out.numel();
     for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + al * pb[i];
-    return;
+    return OPFORGE_OK;
   }
   by_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -25,6 +29,7 @@ void add(const Tensor& a, const Tensor& b, double alpha, Tensor& out) {
       po[o[2]] = from_float<T>(static_cast<float>(value));
     });
   });
+  return OPFORGE_OK;
 }
 
 }  // namespace opforge::cpu

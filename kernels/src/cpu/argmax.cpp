@@ -1,11 +1,13 @@
 #include <cmath>
 
 #include "backends.hpp"
+#include "common/views.hpp"
 #include "cpu/dispatch.hpp"
 
 namespace opforge::cpu {
+namespace {
 
-void argmax(const Tensor& x, int dim, Tensor& out) {
+void argmax_along(const Tensor& x, int dim, Tensor& out) {
   const int64_t len = x.shape[dim];
   const int64_t sx = x.strides[dim];
   by_dtype(x.dtype, [&](auto tag) {
@@ -26,6 +28,16 @@ void argmax(const Tensor& x, int dim, Tensor& out) {
       po[o[1]] = best;
     });
   });
+}
+
+}  // namespace
+
+opforge_status argmax(const ops::Argmax& args) {
+  const Tensor x = scalar_as_vector(*args.x);
+  const int dim = static_cast<int>(args.dim);
+  Tensor out = with_reduced_dim(*args.out, x, dim);
+  argmax_along(x, dim, out);
+  return OPFORGE_OK;
 }
 
 }  // namespace opforge::cpu

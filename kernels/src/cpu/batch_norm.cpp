@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "backends.hpp"
+#include "common/views.hpp"
 #include "cpu/dispatch.hpp"
 
 namespace opforge::cpu {
@@ -21,8 +22,6 @@ float& at(const Tensor* v, int64_t c) { return v->ptr<float>()[c * v->strides[0]
 double weight_or(const Tensor* v, int64_t c, double fallback) {
   return v != nullptr ? double(at(v, c)) : fallback;
 }
-
-}  // namespace
 
 void batch_norm_forward_training(const BatchNorm& bn) {
   const Tensor& x = *bn.x;
@@ -81,6 +80,8 @@ void batch_norm_forward_inference(const BatchNorm& bn) {
       const int64_t cx = c * x.strides[1], cy = c * y.strides[1];
       const double mean = at(bn.running_mean, c);
       const double invstd = 1.0 / std::sqrt(double(at(bn.running_var, c)) + bn.eps);
+      at(bn.save_mean, c) = static_cast<float>(mean);
+      at(bn.save_invstd, c) = static_cast<float>(invstd);
       const double w = weight_or(bn.weight, c, 1.0), b = weight_or(bn.bias, c, 0.0);
       for (const auto& o : offsets) {
         const double xhat = (double(to_float(px[cx + o[0]])) - mean) * invstd;
@@ -90,7 +91,8 @@ void batch_norm_forward_inference(const BatchNorm& bn) {
   });
 }
 
-void batch_norm_backward(const BatchNorm& bn) {
+// In inference the statistics are constants: dx = dy * weight * invstd.
+void batch_norm_backward(const BatchNorm& bn, bool training) {
   const Tensor& x = *bn.x;
   const Tensor& dy = *bn.dy;
   Tensor& dx = *bn.out;
@@ -114,13 +116,52 @@ void batch_norm_backward(const BatchNorm& bn) {
       for (const auto& o : offsets) {
         const double xhat = (double(to_float(px[cx + o[0]])) - mean) * invstd;
         const double g = to_float(pdy[cdy + o[1]]);
-        const double value = scale * (g - sum_dy / count - xhat * sum_dy_xhat / count);
+        const double value =
+            training ? scale * (g - sum_dy / count - xhat * sum_dy_xhat / count) : scale * g;
         pdx[cdx + o[2]] = from_float<T>(static_cast<float>(value));
       }
       if (bn.dweight) at(bn.dweight, c) = static_cast<float>(sum_dy_xhat);
       if (bn.dbias) at(bn.dbias, c) = static_cast<float>(sum_dy);
     }
   });
+}
+
+}  // namespace
+
+opforge_status batch_norm(const ops::BatchNorm& args) {
+  BatchNorm bn;
+  bn.x = args.x;
+  bn.out = args.y;
+  bn.weight = args.weight;
+  bn.bias = args.bias;
+  bn.running_mean = args.running_mean;
+  bn.running_var = args.running_var;
+  bn.save_mean = args.save_mean;
+  bn.save_invstd = args.save_invstd;
+  bn.momentum = args.momentum;
+  bn.eps = args.eps;
+  set_batch_norm_shape(*args.x, bn);
+  if (args.training) {
+    batch_norm_forward_training(bn);
+  } else {
+    batch_norm_forward_inference(bn);
+  }
+  return OPFORGE_OK;
+}
+
+opforge_status batch_norm_backward(const ops::BatchNormBackward& args) {
+  BatchNorm bn;
+  bn.x = args.x;
+  bn.dy = args.dy;
+  bn.out = args.dx;
+  bn.weight = args.weight;
+  bn.save_mean = const_cast<Tensor*>(args.save_mean);
+  bn.save_invstd = const_cast<Tensor*>(args.save_invstd);
+  bn.dweight = args.dweight;
+  bn.dbias = args.dbias;
+  set_batch_norm_shape(*args.x, bn);
+  batch_norm_backward(bn, args.training);
+  return OPFORGE_OK;
 }
 
 }  // namespace opforge::cpu

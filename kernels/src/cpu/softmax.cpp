@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "backends.hpp"
+#include "common/views.hpp"
 #include "cpu/dispatch.hpp"
 #include "cpu/softmax_f32.hpp"
 
@@ -61,6 +62,19 @@ void softmax_backward(const Tensor& y, const Tensor& dy, int dim, Tensor& dx) {
       }
     });
   });
+}
+
+opforge_status softmax(const ops::Softmax& args) {
+  Tensor y = scalar_as_vector(*args.y);
+  softmax_forward(scalar_as_vector(*args.x), static_cast<int>(args.dim), y);
+  return OPFORGE_OK;
+}
+
+opforge_status softmax_backward(const ops::SoftmaxBackward& args) {
+  Tensor dx = scalar_as_vector(*args.dx);
+  softmax_backward(scalar_as_vector(*args.y), scalar_as_vector(*args.dy),
+                   static_cast<int>(args.dim), dx);
+  return OPFORGE_OK;
 }
 
 }  // namespace opforge::cpu

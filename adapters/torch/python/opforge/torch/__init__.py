@@ -1,8 +1,9 @@
 """opforge's kernel library as native PyTorch ops: ``torch.ops.opforge.*`` and helpers here.
 
-Importing this module loads ``_C.so``, which registers the ops in C++ with TORCH_LIBRARY (CPU and,
-in GPU builds, CUDA kernels, plus autograd through the library's backward kernels), then registers
-their fake kernels so ``torch.compile`` can trace them.
+Importing this module loads ``_C.so``, which registers the ops' CPU and (in GPU builds) CUDA
+kernels through LibTorch's stable ABI, so one build serves every torch from 2.11 on; then
+``_ops`` (generated from the op table) registers their autograd and fake kernels and defines the
+helpers, which behave as the torch calls they mirror.
 """
 
 from __future__ import annotations
@@ -11,43 +12,22 @@ from pathlib import Path
 
 import torch
 
-torch.ops.load_library(str(Path(__file__).with_name("_C.so")))
 
-from . import _registrations  # noqa: E402,F401  (fake kernels, once the ops exist)
-
-__all__ = ["add", "argmax", "batch_norm", "softmax"]
-
-
-def add(a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1) -> torch.Tensor:
-    """``a + alpha * b`` (same shape, dtype and device)."""
-    return torch.ops.opforge.add(a, b, alpha=alpha)
-
-
-def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Softmax along ``dim``, numerically stable (an all ``-inf`` row gives NaN, as torch)."""
-    return torch.ops.opforge.softmax(x, dim)
+def _load() -> None:
+    library = Path(__file__).with_name("_C.so")
+    try:
+        torch.ops.load_library(str(library))
+    except OSError as exc:
+        if "libtorch_cuda" in str(exc):
+            raise ImportError(
+                "opforge.torch: this is the GPU build of opforge-torch, which needs a CUDA build "
+                f"of torch (this torch, {torch.__version__}, has none): install a CUDA torch, or "
+                "the CPU wheel (opforge build --profile cpu)"
+            ) from None
+        raise ImportError(f"opforge.torch: cannot load {library}: {exc}") from None
 
 
-def argmax(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Tensor:
-    """int64 index of the first maximum along ``dim``; NaN counts as the maximum."""
-    return torch.ops.opforge.argmax(x, dim, keepdim)
+_load()
 
-
-def batch_norm(
-    x: torch.Tensor,
-    weight: torch.Tensor | None = None,
-    bias: torch.Tensor | None = None,
-    running_mean: torch.Tensor | None = None,
-    running_var: torch.Tensor | None = None,
-    training: bool = False,
-    momentum: float = 0.1,
-    eps: float = 1e-5,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Batch norm over dim 1 of an NxC, NxCxL or NxCxHxW tensor: ``(y, save_mean, save_invstd)``.
-
-    Training uses batch statistics and updates ``running_mean``/``running_var`` in place (unbiased
-    variance); inference uses the running statistics and returns empty saved statistics.
-    """
-    return torch.ops.opforge.batch_norm(
-        x, weight, bias, running_mean, running_var, training, momentum, eps
-    )
+from opforge.torch._ops import *  # noqa: E402,F403
+from opforge.torch._ops import __all__  # noqa: E402,F401

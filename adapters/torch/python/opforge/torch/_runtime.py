@@ -1,0 +1,134 @@
+"""What the generated autograd and helpers (``_ops.py``) share; nothing here knows an op.
+
+The ops' kernels are registered in C++ (``_C.so``, LibTorch's stable ABI); their autograd is Python
+(the stable ABI has no C++ autograd). A helper that needs no gradient calls the kernel below the
+autograd layer, so it pays nothing for it; one that does goes through an ``autograd.Function``
+with ``setup_context``, so ``torch.func`` transforms work, and forward mode where the op table
+gives a ``jvp``. Every transform opforge does not support raises an error naming the op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch.autograd import forward_ad
+
+_grad_enabled = torch.is_grad_enabled
+_below = torch._C._AutoDispatchBelowAutograd
+_after_autograd = torch._C._after_autograd_keyset
+_compiling = torch.compiler.is_compiling
+
+
+class OpforgeTransformError(RuntimeError):
+    """A transform (double backward, forward mode, ...) an op does not support."""
+
+
+def needs_autograd(*tensors: torch.Tensor | None) -> bool:
+    """Whether a call must be recorded: a gradient may be wanted, or a tangent carried."""
+    if _grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        return True
+    if forward_ad._current_level < 0:
+        return False
+    return any(t is not None and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
+
+
+def call_below_autograd(op: torch._ops.OpOverload, *args):
+    """Call ``op``'s CPU/CUDA kernel directly (under torch.compile, through the dispatcher)."""
+    if _compiling():
+        return op(*args)
+    with _below():
+        return op(*args)
+
+
+def autograd_kernel(op: torch._ops.OpOverload, function: type, tensors: tuple[int, ...]) -> Callable:
+    """The Autograd-key kernel of ``op`` for direct ``torch.ops.opforge`` calls.
+
+    ``tensors`` are the positions of the tensor arguments; a call needing autograd goes through
+    ``function``, any other straight to the backend kernel.
+    """
+
+    def kernel(keyset, *args):
+        if needs_autograd(*(args[i] for i in tensors)):
+            return function.apply(*args)
+        return op.redispatch(keyset & _after_autograd, *args)
+
+    return kernel
+
+
+def refusing_kernel(op: torch._ops.OpOverload, name: str, tensors: tuple[int, ...]) -> Callable:
+    """The Autograd-key kernel of an op without a derivative: refuses to record a call."""
+
+    def kernel(keyset, *args):
+        if needs_autograd(*(args[i] for i in tensors)):
+            raise OpforgeTransformError(
+                f"opforge::{name} has no derivative: it cannot be differentiated (this is what "
+                "double backward or forward-mode AD through an opforge op would need)"
+            )
+        return op.redispatch(keyset & _after_autograd, *args)
+
+    return kernel
+
+
+def refuse_double_backward(name: str) -> None:
+    """Raise if a backward is being differentiated (``create_graph=True``) and cannot be."""
+    if _grad_enabled():
+        raise OpforgeTransformError(
+            f"opforge::{name}: double backward (create_graph=True, torch.func.grad of a "
+            "gradient, hessian) is not supported: its backward is not differentiable"
+        )
+
+
+def refuse_forward_mode(name: str) -> None:
+    """Raise from a ``jvp`` of an op the table gives no forward-mode rule for."""
+    raise OpforgeTransformError(
+        f"opforge::{name}: forward-mode AD (torch.func.jvp, jacfwd, torch.autograd.forward_ad) "
+        "is not supported"
+    )
+
+
+def sum_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | None:
+    """``grad`` summed over the dims broadcasting added to an input of ``shape``."""
+    if grad is None or grad.shape == shape:
+        return grad
+    return grad.sum_to_size(shape)
+
+
+def linear_tangent(shape: torch.Size, *terms: tuple) -> torch.Tensor | None:
+    """The tangent of a linear op: the sum of (tangent, factor) terms, broadcast to ``shape``."""
+    total = None
+    for tangent, factor in terms:
+        if tangent is not None:
+            term = tangent if factor == 1 else tangent * factor
+            total = term if total is None else total + term
+    if total is not None and total.shape != shape:
+        total = total.expand(shape).clone()
+    return total
+
+
+def zeros_if_none(tangent: torch.Tensor | None, meta: tuple) -> torch.Tensor:
+    """A tangent, or zeros of the input's (shape, dtype, device) when the input has none."""
+    if tangent is not None:
+        return tangent
+    shape, dtype, device = meta
+    return torch.zeros(shape, dtype=dtype, device=device)
+
+
+def vmap_by_loop(function: type, info, in_dims: tuple, *args):
+    """A ``vmap`` rule for an op without a batched kernel: one call per batch element."""
+    size = info.batch_size
+    rows = []
+    for i in range(size):
+        rows.append(
+            function.apply(
+                *(
+                    a.select(d, i) if d is not None and isinstance(a, torch.Tensor) else a
+                    for a, d in zip(args, in_dims, strict=True)
+                )
+            )
+        )
+    if isinstance(rows[0], tuple):
+        outputs = tuple(torch.stack(column) for column in zip(*rows, strict=True))
+        return outputs, (0,) * len(outputs)
+    return torch.stack(rows), 0
+

@@ -1,0 +1,165 @@
+// The generated entry points' CUDA side for add, softmax, argmax and batch_norm: each op's
+// checked arguments (ops_args.hpp) mapped onto its kernels. The kernels take contiguous tensors.
+#include <cmath>
+#include <initializer_list>
+#include <string>
+
+#include "backends.hpp"
+#include "common/views.hpp"
+#include "cuda/common.cuh"
+
+namespace opforge::cuda {
+namespace {
+
+// The kernels here index contiguous row-major memory.
+opforge_status require_contiguous(const char* op, std::initializer_list<std::pair<const Tensor*, const char*>> all) {
+  for (const auto& [t, name] : all) {
+    if (t != nullptr && !t->contiguous()) {
+      return fail(OPFORGE_ERROR_UNSUPPORTED,
+                  std::string("opforge_") + op + ": " + name + " is not contiguous (strides " +
+                      shape_string(t->strides) +
+                      "); the CUDA implementation needs row-major contiguous tensors");
+    }
+  }
+  return OPFORGE_OK;
+}
+
+// Inference: the statistics used, returned as the saved ones.
+__global__ void inference_statistics(const float* running_mean, const float* running_var,
+                                     float eps, float* save_mean, float* save_invstd, int64_t c) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < c) {
+    save_mean[i] = running_mean[i];
+    save_invstd[i] = rsqrtf(running_var[i] + eps);
+  }
+}
+
+constexpr int kFrozenThreads = 256;
+
+// Backward of the inference forward, one block per channel: the statistics are constants, so
+// dx = dy * weight * invstd, dweight = sum(dy * xhat), dbias = sum(dy).
+template <class T>
+__global__ void __launch_bounds__(kFrozenThreads)
+    frozen_backward(const T* __restrict__ x, const T* __restrict__ dy, const float* weight,
+                    const float* mean, const float* invstd, T* __restrict__ dx, float* dweight,
+                    float* dbias, int64_t n, int64_t c, int64_t s) {
+  __shared__ float scratch[32];
+  const int64_t ch = blockIdx.x;
+  const float m = mean[ch], is = invstd[ch];
+  const float scale = (weight != nullptr ? weight[ch] : 1.0f) * is;
+  float sum_dy = 0.0f, sum_dy_xhat = 0.0f;
+  const int64_t count = n * s;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    const int64_t at = (i / s) * c * s + ch * s + i % s;
+    const float g = to_f(dy[at]);
+    sum_dy += g;
+    sum_dy_xhat += g * (to_f(x[at]) - m) * is;
+    dx[at] = from_f<T>(g * scale);
+  }
+  sum_dy = block_reduce<false>(sum_dy, scratch);
+  sum_dy_xhat = block_reduce<false>(sum_dy_xhat, scratch);
+  if (threadIdx.x == 0) {
+    dweight[ch] = sum_dy_xhat;
+    dbias[ch] = sum_dy;
+  }
+}
+
+}  // namespace
+
+opforge_status add(const ops::Add& args, void* stream) {
+  if (const auto s = require_contiguous("add", {{args.a, "a"}, {args.b, "b"}, {args.out, "out"}})) return s;
+  return add(*args.a, *args.b, args.alpha, *args.out, stream);
+}
+
+opforge_status softmax(const ops::Softmax& args, void* stream) {
+  if (const auto s = require_contiguous("softmax", {{args.x, "x"}, {args.y, "y"}})) return s;
+  Tensor y = scalar_as_vector(*args.y);
+  return softmax_forward(scalar_as_vector(*args.x), static_cast<int>(args.dim), y, stream);
+}
+
+opforge_status softmax_backward(const ops::SoftmaxBackward& args, void* stream) {
+  if (const auto s = require_contiguous("softmax_backward", {{args.y, "y"}, {args.dy, "dy"}, {args.dx, "dx"}})) return s;
+  Tensor dx = scalar_as_vector(*args.dx);
+  return softmax_backward(scalar_as_vector(*args.y), scalar_as_vector(*args.dy),
+                          static_cast<int>(args.dim), dx, stream);
+}
+
+opforge_status argmax(const ops::Argmax& args, void* stream) {
+  if (const auto s = require_contiguous("argmax", {{args.x, "x"}, {args.out, "out"}})) return s;
+  const Tensor x = scalar_as_vector(*args.x);
+  const int dim = static_cast<int>(args.dim);
+  Tensor out = with_reduced_dim(*args.out, x, dim);
+  return argmax(x, dim, out, stream);
+}
+
+opforge_status batch_norm(const ops::BatchNorm& args, void* stream) {
+  if (const auto s = require_contiguous(
+          "batch_norm", {{args.x, "x"}, {args.y, "y"}, {args.weight, "weight"}, {args.bias, "bias"},
+                         {args.running_mean, "running_mean"}, {args.running_var, "running_var"},
+                         {args.save_mean, "save_mean"}, {args.save_invstd, "save_invstd"}})) {
+    return s;
+  }
+  BatchNorm bn;
+  bn.x = args.x;
+  bn.out = args.y;
+  bn.weight = args.weight;
+  bn.bias = args.bias;
+  bn.running_mean = args.running_mean;
+  bn.running_var = args.running_var;
+  bn.save_mean = args.save_mean;
+  bn.save_invstd = args.save_invstd;
+  bn.momentum = args.momentum;
+  bn.eps = args.eps;
+  set_batch_norm_shape(*args.x, bn);
+  if (args.training) return batch_norm_forward_training(bn, stream);
+  DeviceGuard guard(args.x->device.device_id);
+  if (guard.status() != cudaSuccess) return cuda_failure("opforge_batch_norm", "cudaSetDevice", guard.status());
+  const opforge_status s = batch_norm_forward_inference(bn, stream);
+  if (s != OPFORGE_OK || bn.c == 0) return s;
+  inference_statistics<<<static_cast<unsigned>((bn.c + 255) / 256), 256, 0,
+                         static_cast<cudaStream_t>(stream)>>>(
+      args.running_mean->ptr<float>(), args.running_var->ptr<float>(),
+      static_cast<float>(args.eps), args.save_mean->ptr<float>(), args.save_invstd->ptr<float>(),
+      bn.c);
+  return check_launch("opforge_batch_norm");
+}
+
+opforge_status batch_norm_backward(const ops::BatchNormBackward& args, void* stream) {
+  if (const auto s = require_contiguous(
+          "batch_norm_backward",
+          {{args.dy, "dy"}, {args.x, "x"}, {args.weight, "weight"}, {args.save_mean, "save_mean"},
+           {args.save_invstd, "save_invstd"}, {args.dx, "dx"}, {args.dweight, "dweight"},
+           {args.dbias, "dbias"}})) {
+    return s;
+  }
+  BatchNorm bn;
+  bn.x = args.x;
+  bn.dy = args.dy;
+  bn.out = args.dx;
+  bn.weight = args.weight;
+  bn.save_mean = const_cast<Tensor*>(args.save_mean);
+  bn.save_invstd = const_cast<Tensor*>(args.save_invstd);
+  bn.dweight = args.dweight;
+  bn.dbias = args.dbias;
+  // cuDNN wants the forward's epsilon, but with saved statistics it never uses it.
+  bn.eps = 1e-5;
+  set_batch_norm_shape(*args.x, bn);
+  if (args.training) return batch_norm_backward(bn, stream);
+  DeviceGuard guard(args.x->device.device_id);
+  if (guard.status() != cudaSuccess) {
+    return cuda_failure("opforge_batch_norm_backward", "cudaSetDevice", guard.status());
+  }
+  if (bn.c == 0) return OPFORGE_OK;
+  return by_dtype(args.x->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    frozen_backward<T><<<static_cast<unsigned>(bn.c), kFrozenThreads, 0,
+                         static_cast<cudaStream_t>(stream)>>>(
+        args.x->ptr<T>(), args.dy->ptr<T>(),
+        args.weight != nullptr ? args.weight->ptr<float>() : nullptr, args.save_mean->ptr<float>(),
+        args.save_invstd->ptr<float>(), args.dx->ptr<T>(), args.dweight->ptr<float>(),
+        args.dbias->ptr<float>(), bn.n, bn.c, bn.s);
+    return check_launch("opforge_batch_norm_backward");
+  });
+}
+
+}  // namespace opforge::cuda

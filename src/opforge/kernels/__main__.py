@@ -1,0 +1,82 @@
+"""Write the code generated from the op table: ``python -m opforge.kernels TARGET TABLE OUTDIR``.
+
+CMake runs it at build time (kernels/, adapters/); ``sources`` prints the generator's own files,
+which the build lists as dependencies so that a changed generator regenerates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from opforge.errors import OpforgeError
+from opforge.kernels import gen_c, gen_torch, optable
+
+_HERE = Path(__file__).resolve().parent
+
+# target -> {relative path: generator}
+_TARGETS: dict[str, dict[str, Callable[[optable.OpTable], str]]] = {
+    "c": {
+        "include/opforge/ops.h": gen_c.header,
+        "ops_args.hpp": gen_c.args_header,
+        "ops_api.cpp": gen_c.api_source,
+    },
+    "torch": {
+        "ops.cpp": gen_torch.cpp_source,
+        "_ops.py": gen_torch.python_source,
+        "_shapes.py": lambda table: (_HERE / "shapes.py").read_text(encoding="utf-8"),
+    },
+}
+
+
+def generator_sources() -> list[Path]:
+    """The Python files the generated code depends on."""
+    return sorted(_HERE.glob("*.py"))
+
+
+def write(target: str, table_path: Path, out_dir: Path) -> list[Path]:
+    """Generate ``target``'s files under ``out_dir``; unchanged files are left untouched."""
+    table = optable.load(table_path)
+    written = []
+    for relative, generate in _TARGETS[target].items():
+        path = out_dir / relative
+        text = generate(table)
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(path)
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: generate a target, or list the generator's sources."""
+    parser = argparse.ArgumentParser(prog="python -m opforge.kernels", description=__doc__)
+    parser.add_argument("target", choices=[*sorted(_TARGETS), "sources", "outputs"])
+    parser.add_argument("table", type=Path, nargs="?")
+    parser.add_argument("out_dir", type=Path, nargs="?")
+    args = parser.parse_args(argv)
+    if args.target == "sources":
+        print(";".join(str(p) for p in generator_sources()))
+        return 0
+    if args.target == "outputs":
+        # `outputs TARGET`: the files a target generates, relative to its output directory.
+        print(";".join(_TARGETS[str(args.table)]))
+        return 0
+    if args.table is None or args.out_dir is None:
+        parser.error("give the op table and the output directory")
+    try:
+        write(args.target, args.table, args.out_dir)
+    except OpforgeError as exc:
+        print(f"opforge: error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,333 @@
+"""The kernel library's C ABI, generated from the op table.
+
+Three files: ``opforge/ops.h`` (the declarations, installed with the library's headers),
+``ops_args.hpp`` (one argument struct per op, what the CPU and CUDA kernels receive, and their
+declarations) and ``ops_api.cpp`` (each ``opforge_<op>`` and ``opforge_<op>_infer``: argument
+reading, the table's checks, the output shape rules, dispatch).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from opforge.kernels.optable import Arg, Op, OpTable
+
+GENERATED = "Generated from kernels/ops.yaml by `python -m opforge.kernels`; do not edit."
+
+_DTYPE_ENUM = {
+    "float32": "DType::kFloat32",
+    "float16": "DType::kFloat16",
+    "bfloat16": "DType::kBFloat16",
+    "int64": "DType::kInt64",
+}
+
+
+def c_params(op: Op, *, infer: bool = False) -> list[str]:
+    """The C parameters of ``opforge_<op>`` (or its ``_infer`` variant), in order."""
+    params = []
+    for arg in op.args:
+        if arg.is_tensor:
+            params.append(f"{'DLTensor*' if arg.mutable else 'const DLTensor*'} {arg.name}")
+        elif arg.type == "int[]":
+            params += [f"const int64_t* {arg.name}", f"int64_t {arg.name}_len"]
+        else:
+            params.append(f"{_C_SCALAR[(arg.type, arg.optional)]} {arg.name}")
+    params += [f"DLTensor* {out.name}" for out in op.outputs]
+    if not infer:
+        params.append("void* stream")
+    return params
+
+
+_C_SCALAR = {
+    ("int", False): "int64_t",
+    ("int", True): "const int64_t*",
+    ("float", False): "double",
+    ("float", True): "const double*",
+    ("bool", False): "int",
+    ("str", False): "int",
+}
+
+_MEMBER = {
+    ("int", False): "int64_t {} = 0;",
+    ("int", True): "std::optional<int64_t> {};",
+    ("float", False): "double {} = 0.0;",
+    ("float", True): "std::optional<double> {};",
+    ("bool", False): "bool {} = false;",
+    ("str", False): "int {} = 0;",
+    ("int[]", False): "std::vector<int64_t> {};",
+}
+
+
+def enum_constant(op: Op, arg: Arg, value: str) -> str:
+    """The C constant of one value of a str argument, e.g. OPFORGE_GELU_APPROXIMATE_TANH."""
+    return f"OPFORGE_{op.name}_{arg.name}_{value}".upper()
+
+
+def _comment(text: str, indent: str = "") -> list[str]:
+    lines = textwrap.wrap(text, 96 - len(indent))
+    return [f"{indent}/*"] + [f"{indent} * {line}" for line in lines] + [f"{indent} */"]
+
+
+def header(table: OpTable) -> str:
+    """``opforge/ops.h``: every op's declarations (included by ``opforge/opforge.h``)."""
+    lines = [
+        f"/* {GENERATED} */",
+        "#ifndef OPFORGE_OPS_H_",
+        "#define OPFORGE_OPS_H_",
+        "",
+        "#ifdef __cplusplus",
+        'extern "C" {',
+        "#endif",
+        "",
+    ]
+    for op in table.ops.values():
+        lines += _comment(op.doc)
+        for arg in op.args:
+            if arg.type == "str":
+                for i, value in enumerate(arg.checks["values"]):
+                    lines.append(f"#define {enum_constant(op, arg, value)} {i}")
+        lines.append(f"OPFORGE_API opforge_status opforge_{op.name}({', '.join(c_params(op))});")
+        lines.append(
+            "/* Checks the arguments of opforge_"
+            f"{op.name} and describes its outputs (see opforge_infer in opforge.h). */"
+        )
+        lines.append(
+            f"OPFORGE_API opforge_status opforge_{op.name}_infer({', '.join(c_params(op, infer=True))});"
+        )
+        lines.append("")
+    lines += ["#ifdef __cplusplus", "}", "#endif", "", "#endif /* OPFORGE_OPS_H_ */", ""]
+    return "\n".join(lines)
+
+
+def args_header(table: OpTable) -> str:
+    """``ops_args.hpp``: the argument struct of every op and the kernels' declarations."""
+    lines = [
+        f"// {GENERATED}",
+        "// Each op's kernels receive its arguments checked: tensors are nullptr when an optional",
+        "// one is absent, dims are normalised, outputs have the shapes the table gives.",
+        "#pragma once",
+        "",
+        "#include <cstdint>",
+        "#include <optional>",
+        "#include <vector>",
+        "",
+        '#include "common/tensor.hpp"',
+        "",
+        "namespace opforge {",
+        "namespace ops {",
+    ]
+    for op in table.ops.values():
+        lines.append(f"struct {op.class_name} {{")
+        for arg in op.args:
+            if arg.is_tensor:
+                const = "" if arg.mutable else "const "
+                lines.append(f"  {const}Tensor* {arg.name} = nullptr;")
+            else:
+                lines.append("  " + _MEMBER[(arg.type, arg.optional)].format(arg.name))
+        lines += [f"  Tensor* {out.name} = nullptr;" for out in op.outputs]
+        lines.append("};")
+    lines += ["}  // namespace ops", "", "namespace cpu {"]
+    lines += [f"opforge_status {op.name}(const ops::{op.class_name}& args);" for op in table.ops.values()]
+    lines += ["}  // namespace cpu", "", "#ifdef OPFORGE_HAVE_CUDA", "namespace cuda {"]
+    lines += [
+        f"opforge_status {op.name}(const ops::{op.class_name}& args, void* stream);"
+        for op in table.ops.values()
+    ]
+    lines += ["}  // namespace cuda", "#endif", "", "}  // namespace opforge", ""]
+    return "\n".join(lines)
+
+
+def api_source(table: OpTable) -> str:
+    """``ops_api.cpp``: every op's C entry points."""
+    lines = [
+        f"// {GENERATED}",
+        '#include "common/call.hpp"',
+        '#include "ops_args.hpp"',
+        "",
+        "#ifdef OPFORGE_HAVE_CUDA",
+        "#define OPFORGE_CUDA_CALL(expr) opforge::cuda::expr",
+        "#else",
+        "#define OPFORGE_CUDA_CALL(expr) ((void)stream, OPFORGE_ERROR_UNSUPPORTED)",
+        "#endif",
+        "",
+        "namespace {",
+        "using opforge::Call;",
+        "using opforge::DType;",
+        "",
+    ]
+    for op in table.ops.values():
+        lines += _prepare(table, op)
+    lines += ["}  // namespace", "", 'extern "C" {', ""]
+    for op in table.ops.values():
+        names = [p.rsplit(" ", 1)[1].lstrip("*") for p in c_params(op, infer=True)]
+        call_args = ", ".join(["call", "args", "storage", *names])
+        storage = len(op.tensors) + len(op.outputs)
+        for infer in (False, True):
+            suffix = "_infer" if infer else ""
+            lines.append(
+                f"OPFORGE_API opforge_status opforge_{op.name}{suffix}("
+                f"{', '.join(c_params(op, infer=infer))}) {{"
+            )
+            lines.append(f'  Call call("{op.name}", Call::{"kInfer" if infer else "kRun"});')
+            lines.append(f"  opforge::ops::{op.class_name} args;")
+            lines.append(f"  opforge::Tensor storage[{storage}];")
+            lines.append(f"  prepare_{op.name}({call_args});")
+            if infer:
+                lines.append("  return call.status();")
+            else:
+                lines.append(
+                    f"  return call.run([&] {{ return opforge::cpu::{op.name}(args); }},\n"
+                    f"                  [&] {{ return OPFORGE_CUDA_CALL({op.name}(args, stream)); }});"
+                )
+            lines += ["}", ""]
+    lines += ['}  // extern "C"', ""]
+    return "\n".join(lines)
+
+
+def _q(text: str) -> str:
+    return f'"{text}"'
+
+
+def _a(name: str) -> str:
+    return f"args.{name}"
+
+
+def _prepare(table: OpTable, op: Op) -> list[str]:
+    params = ", ".join(c_params(op, infer=True))
+    body: list[str] = []
+    slot = 0
+    for arg in op.tensors:
+        body.append(
+            f"  {_a(arg.name)} = call.input({arg.name}, {_q(arg.name)}, storage[{slot}], "
+            f"{'true' if arg.optional else 'false'});"
+        )
+        slot += 1
+    for arg in op.scalars:
+        if arg.type == "int[]":
+            body.append(
+                f"  {_a(arg.name)} = call.int_list({arg.name}, {arg.name}_len, {_q(arg.name)});"
+            )
+        elif arg.optional:
+            body.append(
+                f"  if ({arg.name} != nullptr) {_a(arg.name)} = *{arg.name};"
+            )
+        elif "dim" not in arg.checks:
+            cast = "!= 0" if arg.type == "bool" else ""
+            body.append(f"  {_a(arg.name)} = {arg.name}{(' ' + cast) if cast else ''};")
+    # Checks of one tensor first, then scalars, then the relations between arguments.
+    for arg in op.tensors:
+        checks = arg.checks
+        if "dtypes" in checks:
+            dtypes = table.dtype_sets[checks["dtypes"]]
+            enums = ", ".join(_DTYPE_ENUM[d] for d in dtypes)
+            body.append(
+                f"  call.dtypes({_a(arg.name)}, {_q(arg.name)}, {{{enums}}}, {_q(', '.join(dtypes))});"
+            )
+        if "rank" in checks:
+            lo, hi = checks["rank"]
+            body.append(f"  call.rank({_a(arg.name)}, {_q(arg.name)}, {lo}, {hi});")
+    for arg in op.scalars:
+        checks = arg.checks
+        value = f"*{_a(arg.name)}" if arg.optional else _a(arg.name)
+        guard = f"if ({_a(arg.name)}) " if arg.optional else ""
+        if "dim" in checks:
+            of = checks["dim"]
+            body.append(
+                f"  {_a(arg.name)} = call.dim({arg.name}, {_a(of)}, {_q(of)}, {_q(arg.name)});"
+            )
+        if "min" in checks:
+            body.append(f"  {guard}call.at_least({value}, {checks['min']}, {_q(arg.name)});")
+        if "finite" in checks:
+            body.append(f"  {guard}call.finite({value}, {_q(arg.name)});")
+        if "values" in checks:
+            values = checks["values"]
+            body.append(
+                f"  call.choice({value}, {len(values)}, {_q(arg.name)}, {_q(', '.join(values))});"
+            )
+        if "suffix" in checks:
+            of = checks["suffix"]
+            body.append(f"  call.suffix({value}, {_q(arg.name)}, {_a(of)}, {_q(of)});")
+    for arg in op.tensors:
+        checks = arg.checks
+        for kind, method in (("like", "like"), ("broadcast", "broadcastable")):
+            if kind in checks:
+                ref = checks[kind]
+                body.append(
+                    f"  call.{method}({_a(ref)}, {_q(ref)}, {_a(arg.name)}, {_q(arg.name)});"
+                )
+        like = checks.get("param_dtype")
+        if "channels" in checks:
+            ref = checks["channels"]
+            or_like = ", true" if like else ""
+            body.append(
+                f"  call.channels({_a(ref)}, {_q(ref)}, {_a(arg.name)}, {_q(arg.name)}{or_like});"
+            )
+        if "shape" in checks:
+            ref = checks["shape"]
+            like_arg = f", {_a(like)}" if like else ""
+            body.append(
+                f"  call.shaped({_a(ref)}, {_q(ref)}, {_a(arg.name)}, {_q(arg.name)}{like_arg});"
+            )
+    for check in op.checks:
+        (kind, spec), = check.items()
+        if kind == "together":
+            named = ", ".join(f"{{{_a(t)}, {_q(t)}}}" for t in spec)
+            body.append(f"  call.together({{{named}}});")
+        elif kind == "required_unless":
+            named = ", ".join(f"{{{_a(t)}, {_q(t)}}}" for t in spec["tensors"])
+            body.append(
+                f"  call.required_unless({_a(spec['flag'])}, {_q(spec['flag'])}, {{{named}}});"
+            )
+        else:
+            when = _a(spec["when"]) if "when" in spec else "true"
+            body.append(
+                f"  call.per_channel_count({_a(spec['of'])}, {_q(spec['of'])}, {spec['min']}, {when});"
+            )
+    for out in op.outputs:
+        shape, dtype = _output_rule(out.rule, out.spec)
+        body.append(
+            f"  {_a(out.name)} = call.output({out.name}, {_q(out.name)}, storage[{slot}], "
+            f"{shape}, {dtype});"
+        )
+        slot += 1
+    written = [a.name for a in op.tensors if a.mutable] + [o.name for o in op.outputs]
+    read = [a.name for a in op.tensors if not a.mutable]
+    body.append(
+        "  call.no_overlap({"
+        + ", ".join(f"{{{_a(n)}, {_q(n)}}}" for n in written)
+        + "}, {"
+        + ", ".join(f"{{{_a(n)}, {_q(n)}}}" for n in read)
+        + "});"
+    )
+    return [
+        f"void prepare_{op.name}(Call& call, opforge::ops::{op.class_name}& args, "
+        f"opforge::Tensor* storage, {params}) {{",
+        *body,
+        "}",
+        "",
+    ]
+
+
+def _output_rule(kind: str, spec) -> tuple[str, str]:
+    if kind == "like":
+        return f"call.shape_of({_a(spec)})", f"{_a(spec)}->dl_dtype"
+    if kind == "broadcast":
+        a, b = spec
+        return (
+            f"call.broadcast_shape({_a(a)}, {_q(a)}, {_a(b)}, {_q(b)})",
+            f"{_a(a)}->dl_dtype",
+        )
+    if kind == "reduce":
+        return (
+            f"call.reduce_shape({_a(spec['of'])}, {_q(spec['of'])}, {_a(spec['dim'])}, "
+            f"{_a(spec['keepdim'])})",
+            "opforge::kInt64Type",
+        )
+    if kind == "channels":
+        return f"call.channels_shape({_a(spec)})", "opforge::kFloat32Type"
+    if kind == "batch":
+        return (
+            f"call.batch_shape({_a(spec['of'])}, {_a(spec['normalized'])})",
+            "opforge::kFloat32Type",
+        )
+    return _a(spec), "opforge::kFloat32Type"

@@ -1,0 +1,370 @@
+"""The PyTorch adapter, generated from the op table.
+
+``ops.cpp``: the ``opforge`` library for LibTorch's stable ABI — each op's schema, and one CPU/CUDA
+kernel per op that describes its tensors to the kernel library, asks it for the outputs' shapes
+(``opforge_<op>_infer``), allocates them and runs the op on torch's current stream.
+``_ops.py``: fake kernels (``torch.compile``), autograd (``autograd.Function`` per differentiable
+op, with ``setup_context``, ``jvp`` and ``vmap``), the Autograd-key kernels for direct
+``torch.ops.opforge`` calls, and the ``opforge.torch`` helpers of the table's ``torch`` entries.
+"""
+
+from __future__ import annotations
+
+from opforge.kernels.optable import Arg, Derivative, Function, Op, OpTable
+
+GENERATED = "Generated from kernels/ops.yaml by `python -m opforge.kernels`; do not edit."
+
+_CPP_TYPES = {
+    ("int", False): "int64_t",
+    ("int", True): "std::optional<int64_t>",
+    ("float", False): "double",
+    ("float", True): "std::optional<double>",
+    ("bool", False): "bool",
+    ("int[]", False): "std::vector<int64_t>",
+    ("str", False): "std::string",
+}
+
+
+def torch_schema(op: Op) -> str:
+    """The op's schema in PyTorch's language (namespace ``opforge``)."""
+    args = []
+    for arg in op.args:
+        if arg.is_tensor:
+            alias = f"({chr(ord('a') + sum(a.mutable for a in op.args[: op.args.index(arg)]))}!)" if arg.mutable else ""
+            args.append(f"Tensor{alias}{'?' if arg.optional else ''} {arg.name}")
+        else:
+            args.append(f"{arg.type}{'?' if arg.optional else ''} {arg.name}")
+    outs = [f"Tensor {o.name}" for o in op.outputs]
+    returns = outs[0] if len(outs) == 1 else f"({', '.join(outs)})"
+    return f"{op.name}({', '.join(args)}) -> {returns}"
+
+
+# --- C++ ---
+
+
+def _cpp_param(arg: Arg) -> str:
+    if arg.is_tensor:
+        return f"{'std::optional<Tensor>' if arg.optional else 'Tensor'} {arg.name}"
+    return f"{_CPP_TYPES[(arg.type, arg.optional)]} {arg.name}"
+
+
+def _cpp_kernel(op: Op) -> list[str]:
+    outs = op.outputs
+    result = "Tensor" if len(outs) == 1 else f"std::tuple<{', '.join(['Tensor'] * len(outs))}>"
+    params = ", ".join(_cpp_param(a) for a in op.args)
+    lines = [f"{result} {op.name}({params}) {{", f'  Call call("{op.name}");']
+    c_args = []
+    for arg in op.args:
+        if arg.is_tensor:
+            lines.append(f'  DLTensor* {arg.name}_ = call.in({arg.name}, "{arg.name}");')
+            c_args.append(f"{arg.name}_")
+        elif arg.type == "int[]":
+            c_args += [f"{arg.name}.data()", f"static_cast<int64_t>({arg.name}.size())"]
+        elif arg.type == "str":
+            values = ", ".join(f'"{v}"' for v in arg.checks["values"])
+            lines.append(f'  const int {arg.name}_ = call.choice({arg.name}, {{{values}}}, "{arg.name}");')
+            c_args.append(f"{arg.name}_")
+        elif arg.optional:
+            lines.append(f"  const auto* {arg.name}_ = {arg.name} ? &*{arg.name} : nullptr;")
+            c_args.append(f"{arg.name}_")
+        else:
+            c_args.append(arg.name if arg.type != "bool" else f"{arg.name} ? 1 : 0")
+    for out in outs:
+        lines.append(f"  DLTensor* {out.name}_ = call.out();")
+    all_args = ", ".join(c_args + [f"{o.name}_" for o in outs])
+    first = next(a.name for a in op.tensors if not a.optional)
+    lines.append(f"  call.check(opforge_{op.name}_infer({all_args}));")
+    for out in outs:
+        lines.append(f"  Tensor {out.name} = call.allocate({out.name}_, {first});")
+    lines.append(f"  call.check(opforge_{op.name}({all_args}, call.stream()));")
+    names = ", ".join(o.name for o in outs)
+    lines.append(f"  return {names if len(outs) == 1 else '{' + names + '}'};")
+    lines += ["}", ""]
+    return lines
+
+
+def cpp_source(table: OpTable) -> str:
+    """``ops.cpp``: the stable-ABI kernels and registrations of every op."""
+    lines = [
+        f"// {GENERATED}",
+        '#include "runtime.hpp"',
+        "",
+        "namespace opforge_torch {",
+        "",
+    ]
+    for op in table.ops.values():
+        lines += _cpp_kernel(op)
+    lines += ["}  // namespace opforge_torch", "", "STABLE_TORCH_LIBRARY(opforge, m) {"]
+    lines += [f'  m.def("{torch_schema(op)}");' for op in table.ops.values()]
+    lines.append("}")
+    for key, guard in (("CPU", None), ("CUDA", "OPFORGE_TORCH_CUDA")):
+        if guard:
+            lines.append(f"#ifdef {guard}")
+        lines.append(f"STABLE_TORCH_LIBRARY_IMPL(opforge, {key}, m) {{")
+        lines += [
+            f'  m.impl("{op.name}", TORCH_BOX(&opforge_torch::{op.name}));'
+            for op in table.ops.values()
+        ]
+        lines.append("}")
+        if guard:
+            lines.append("#endif")
+    return "\n".join(lines) + "\n"
+
+
+# --- Python ---
+
+
+def _fake_output(op: Op, rule: str, spec) -> str:
+    first = next(a.name for a in op.tensors if not a.optional)
+    if rule == "like":
+        return f"{spec}.new_empty(_shapes.like({spec}.shape))"
+    if rule == "broadcast":
+        a, b = spec
+        return f"{a}.new_empty(_shapes.broadcast({a}.shape, {b}.shape))"
+    if rule == "reduce":
+        of = spec["of"]
+        return (
+            f"{of}.new_empty(_shapes.reduce({of}.shape, {spec['dim']}, {spec['keepdim']}), "
+            "dtype=torch.int64)"
+        )
+    if rule == "channels":
+        return f"{spec}.new_empty(_shapes.channels({spec}.shape), dtype=torch.float32)"
+    if rule == "batch":
+        of = spec["of"]
+        return f"{of}.new_empty(_shapes.batch({of}.shape, {spec['normalized']}), dtype=torch.float32)"
+    return f"{first}.new_empty(_shapes.given({spec}), dtype=torch.float32)"
+
+
+def _integer_only(op: Op) -> bool:
+    return all(o.rule == "reduce" for o in op.outputs)
+
+
+def _derivative_sources(rule: Derivative) -> set[str]:
+    return set(rule.args.values()) if rule.op else set()
+
+
+def _function_class(table: OpTable, op: Op) -> list[str]:
+    cls = f"_{op.class_name}"
+    names = [a.name for a in op.args]
+    outs = [o.name for o in op.outputs]
+    tensor_names = {a.name for a in op.tensors} | set(outs)
+    scalar_names = {a.name for a in op.scalars}
+    backward, jvp = op.backward, op.jvp
+    assert backward is not None
+    lines = [
+        f"class {cls}(torch.autograd.Function):",
+        f'    """Autograd of opforge::{op.name} (generated from the op table)."""',
+        "",
+        "    @staticmethod",
+        f"    def forward({', '.join(names)}):",
+        f"        return call_below_autograd(_OPS.{op.name}.default, {', '.join(names)})",
+        "",
+        "    @staticmethod",
+        "    def setup_context(ctx, inputs, output):",
+        f"        {', '.join(names)}, = inputs",
+        f"        {', '.join(outs)}, = {'(output,)' if len(outs) == 1 else 'output'}",
+    ]
+    if backward.linear is not None:
+        differentiable_outs = set(outs)
+    else:
+        differentiable_outs = {s[len("grad_") :] for s in backward.args.values() if s.startswith("grad_")}
+    frozen = [o for o in outs if o not in differentiable_outs]
+    if frozen:
+        lines.append(f"        ctx.mark_non_differentiable({', '.join(frozen)})")
+    back_tensors = sorted((_derivative_sources(backward) & tensor_names) - {f"grad_{o}" for o in outs})
+    fwd_tensors = sorted(_derivative_sources(jvp) & tensor_names) if jvp else []
+    if back_tensors:
+        lines.append(f"        ctx.save_for_backward({', '.join(back_tensors)})")
+    if fwd_tensors:
+        lines.append(f"        ctx.save_for_forward({', '.join(fwd_tensors)})")
+    used_scalars = set()
+    for rule in filter(None, (backward, jvp)):
+        used_scalars |= _derivative_sources(rule) & scalar_names
+        if rule.linear:
+            used_scalars |= {f for f in rule.linear.values() if f != 1}
+    for name in sorted(used_scalars):
+        lines.append(f"        ctx.{name} = {name}")
+    if jvp is not None and jvp.op:
+        for source in sorted(s for s in _derivative_sources(jvp) if s.startswith("tangent_")):
+            base = source[len("tangent_") :]
+            lines.append(f"        ctx.meta_{base} = ({base}.shape, {base}.dtype, {base}.device)")
+    if backward.linear is not None or (jvp and jvp.linear is not None):
+        shaped = [a.name for a in op.tensors]
+        lines.append(f"        ctx.shapes = ({', '.join(f'{n}.shape' for n in shaped)},)")
+        lines.append(f"        ctx.out_shape = {outs[0]}.shape")
+    lines += ["", "    @staticmethod", f"    def backward(ctx, {', '.join('grad_' + o for o in outs)}):"]
+    if backward.linear is not None:
+        grads = []
+        positions = {a.name: i for i, a in enumerate(op.tensors)}
+        for arg in op.args:
+            factor = backward.linear.get(arg.name)
+            if factor is None:
+                grads.append("None")
+            else:
+                scaled = f"grad_{outs[0]}" if factor == 1 else f"grad_{outs[0]} * ctx.{factor}"
+                grads.append(f"sum_to({scaled}, ctx.shapes[{positions[arg.name]}])")
+        lines.append(f"        return {', '.join(grads)}")
+    else:
+        callee = table.ops[backward.op]
+        if callee.backward is None:
+            lines.append(f'        refuse_double_backward("{op.name}")')
+        if back_tensors:
+            lines.append(f"        {', '.join(back_tensors)}, = ctx.saved_tensors")
+        call = _callee_call(callee, backward, scalar_names)
+        callee_outs = [o.name for o in callee.outputs]
+        lines.append(f"        {', '.join(callee_outs)}, = _as_tuple({call})")
+        grads = []
+        for arg in op.args:
+            source = backward.outputs.get(arg.name)
+            grads.append(source if source else "None")
+        lines.append(f"        return {', '.join(grads)}")
+    lines += ["", "    @staticmethod", f"    def jvp(ctx, {', '.join('tangent_' + n for n in names)}):"]
+    if jvp is None:
+        lines.append(f'        refuse_forward_mode("{op.name}")')
+    elif jvp.linear is not None:
+        terms = [
+            f"(tangent_{name}, {'1' if factor == 1 else 'ctx.' + str(factor)})"
+            for name, factor in jvp.linear.items()
+        ]
+        lines.append(f"        return linear_tangent(ctx.out_shape, {', '.join(terms)})")
+    else:
+        callee = table.ops[jvp.op]
+        if fwd_tensors:
+            lines.append(f"        {', '.join(fwd_tensors)}, = ctx.saved_tensors")
+        for source in sorted(s for s in _derivative_sources(jvp) if s.startswith("tangent_")):
+            base = source[len("tangent_") :]
+            lines.append(f"        {source} = zeros_if_none({source}, ctx.meta_{base})")
+        call = _callee_call(callee, jvp, scalar_names)
+        callee_outs = [o.name for o in callee.outputs]
+        lines.append(f"        {', '.join(callee_outs)}, = _as_tuple({call})")
+        tangents = [jvp.outputs.get(o, "None") for o in outs]
+        lines.append(f"        return {', '.join(tangents)}")
+    lines += [
+        "",
+        "    @staticmethod",
+        "    def vmap(info, in_dims, *args):",
+        f"        return vmap_by_loop({cls}, info, in_dims, *args)",
+        "",
+        "",
+    ]
+    return lines
+
+
+def _callee_call(callee: Op, rule: Derivative, scalar_names: set[str]) -> str:
+    args = []
+    for arg in callee.args:
+        source = rule.args[arg.name]
+        args.append(f"ctx.{source}" if source in scalar_names else source)
+    return f"call_below_autograd(_OPS.{callee.name}.default, {', '.join(args)})"
+
+
+def _helper(op: Op, fn: Function) -> list[str]:
+    params = []
+    star = False
+    for p in fn.params:
+        if p.keyword_only and not star:
+            params.append("*")
+            star = True
+        params.append(p.name if p.default is None else f"{p.name}={p.default}")
+    lines = [f"def {fn.name}({', '.join(params)}):", f'    """{fn.doc}"""']
+    call_args = []
+    for arg in op.args:
+        expr = str(fn.args[arg.name])
+        if expr == arg.name:
+            call_args.append(arg.name)
+        else:
+            lines.append(f"    {arg.name}_ = {expr}")
+            call_args.append(f"{arg.name}_")
+    outs = [o.name for o in op.outputs]
+    lines.append(f"    {', '.join(outs)} = _{op.name}({', '.join(call_args)})")
+    if isinstance(fn.returns, tuple):
+        lines.append(f"    return {', '.join(fn.returns)}")
+    else:
+        lines.append(f"    return {fn.returns}")
+    return lines + ["", ""]
+
+
+def _dispatch(op: Op) -> list[str]:
+    names = [a.name for a in op.args]
+    tensors = [a.name for a in op.tensors]
+    lines = [f"def _{op.name}({', '.join(names)}):"]
+    call = f"call_below_autograd(_OPS.{op.name}.default, {', '.join(names)})"
+    if op.backward is not None:
+        lines += [
+            f"    if needs_autograd({', '.join(tensors)}):",
+            f"        return _{op.class_name}.apply({', '.join(names)})",
+            f"    return {call}",
+        ]
+    elif _integer_only(op):
+        lines.append(f"    return {call}")
+    else:
+        lines.append(f"    return _OPS.{op.name}.default({', '.join(names)})")
+    return lines + ["", ""]
+
+
+def python_source(table: OpTable) -> str:
+    """``_ops.py``: fake kernels, autograd, Autograd-key kernels and helpers of every op."""
+    lines = [
+        f'"""{GENERATED}"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "import torch",
+        "",
+        "from opforge.torch import _shapes",
+        "from opforge.torch._runtime import (",
+        "    autograd_kernel,",
+        "    call_below_autograd,",
+        "    linear_tangent,",
+        "    needs_autograd,",
+        "    refuse_double_backward,",
+        "    refuse_forward_mode,",
+        "    refusing_kernel,",
+        "    sum_to,",
+        "    vmap_by_loop,",
+        "    zeros_if_none,",
+        ")",
+        "",
+        "_OPS = torch.ops.opforge",
+        '_LIB = torch.library.Library("opforge", "IMPL")',
+        "",
+        "",
+        "def _as_tuple(value):",
+        "    return value if isinstance(value, tuple) else (value,)",
+        "",
+        "",
+    ]
+    helpers: list[str] = []
+    for op in table.ops.values():
+        names = [a.name for a in op.args]
+        outs = [_fake_output(op, o.rule, o.spec) for o in op.outputs]
+        lines += [
+            f'@torch.library.register_fake("opforge::{op.name}")',
+            f"def _{op.name}_fake({', '.join(names)}):",
+            f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}",
+            "",
+            "",
+        ]
+        positions = tuple(i for i, a in enumerate(op.args) if a.is_tensor)
+        if op.backward is not None:
+            lines += _function_class(table, op)
+            lines += [
+                f'_LIB.impl("{op.name}", autograd_kernel(_OPS.{op.name}.default, _{op.class_name}, '
+                f'{positions!r}), "Autograd", with_keyset=True)',
+                "",
+                "",
+            ]
+        elif not _integer_only(op):
+            lines += [
+                f'_LIB.impl("{op.name}", refusing_kernel(_OPS.{op.name}.default, "{op.name}", '
+                f'{positions!r}), "Autograd", with_keyset=True)',
+                "",
+                "",
+            ]
+        lines += _dispatch(op)
+        for fn in op.functions.get("torch", ()):
+            helpers += _helper(op, fn)
+    public = sorted(fn.name for op in table.ops.values() for fn in op.functions.get("torch", ()))
+    lines += helpers
+    lines.append(f"__all__ = {public!r}")
+    return "\n".join(lines).rstrip() + "\n"

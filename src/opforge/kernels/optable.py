@@ -1,0 +1,527 @@
+"""The op table (``kernels/ops.yaml``): loading, validation and the model the generators read.
+
+Every error names the file and the key (``kernels/ops.yaml: ops.softmax.inputs.x.dtypes: ...``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opforge.errors import ConfigError
+from opforge.yamlfile import parse_yaml
+
+VERSION = 2
+DTYPES = ("float32", "float16", "bfloat16", "int64")
+SCALAR_TYPES = ("int", "int?", "float", "float?", "bool", "int[]", "str")
+
+_TENSOR_CHECKS = {"dtypes", "like", "rank", "channels", "shape", "broadcast", "param_dtype"}
+_SCALAR_CHECKS = {"dim", "min", "finite", "values", "suffix"}
+_OUTPUT_RULES = {"like", "broadcast", "reduce", "channels", "batch", "shape"}
+_OP_CHECKS = {"together", "required_unless", "per_channel_count"}
+_OP_KEYS = {
+    "doc",
+    "signature",
+    "inputs",
+    "scalars",
+    "checks",
+    "outputs",
+    "backward",
+    "jvp",
+    "torch",
+    "mindspore",
+}
+FRAMEWORKS = ("torch", "mindspore")
+_FUNCTION_KEYS = {"def", "doc", "args", "returns"}
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_ARG = re.compile(r"^(Tensor(?:\([a-z]!\))?\??|int\[\]|int\??|float\??|bool|str)\s+([a-z][a-z0-9_]*)$")
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument of an op: its type, whether optional or updated in place, and its checks."""
+
+    name: str
+    type: str  # Tensor, int, float, bool, int[], str (without the ? of optional)
+    optional: bool = False
+    mutable: bool = False
+    checks: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_tensor(self) -> bool:
+        """Whether the argument is a tensor (else a scalar, list or string)."""
+        return self.type == "Tensor"
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output: its name and the rule giving its shape and dtype."""
+
+    name: str
+    rule: str
+    spec: Any
+
+
+@dataclass(frozen=True)
+class Derivative:
+    """A backward or forward-mode rule: linear factors, or a call of another op."""
+
+    linear: Mapping[str, str | int] | None = None
+    op: str | None = None
+    args: Mapping[str, str] = field(default_factory=dict)
+    outputs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter of a framework function: name, default source text, keyword-only."""
+
+    name: str
+    default: str | None = None
+    keyword_only: bool = False
+
+
+@dataclass(frozen=True)
+class Function:
+    """A framework function built on an op: its parameters, the op's arguments, the result."""
+
+    name: str
+    params: tuple[Param, ...]
+    doc: str
+    args: Mapping[str, str]
+    returns: str | tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op of the table."""
+
+    name: str
+    doc: str
+    args: tuple[Arg, ...]
+    outputs: tuple[Output, ...]
+    checks: tuple[Mapping[str, Any], ...] = ()
+    backward: Derivative | None = None
+    jvp: Derivative | None = None
+    functions: Mapping[str, tuple[Function, ...]] = field(default_factory=dict)
+
+    def arg(self, name: str) -> Arg:
+        """The argument called ``name``."""
+        return next(a for a in self.args if a.name == name)
+
+    @property
+    def tensors(self) -> tuple[Arg, ...]:
+        """The tensor arguments, in order."""
+        return tuple(a for a in self.args if a.is_tensor)
+
+    @property
+    def scalars(self) -> tuple[Arg, ...]:
+        """The non-tensor arguments, in order."""
+        return tuple(a for a in self.args if not a.is_tensor)
+
+    @property
+    def differentiable(self) -> tuple[str, ...]:
+        """The inputs the backward gives gradients for (empty: not differentiable)."""
+        if self.backward is None:
+            return ()
+        if self.backward.linear is not None:
+            return tuple(self.backward.linear)
+        return tuple(self.backward.outputs)
+
+    @property
+    def class_name(self) -> str:
+        """The op's name in CamelCase (the C++ argument struct)."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+@dataclass(frozen=True)
+class OpTable:
+    """The whole table: dtype sets and ops, in file order."""
+
+    path: Path
+    dtype_sets: Mapping[str, tuple[str, ...]]
+    ops: Mapping[str, Op]
+
+
+def load(path: Path) -> OpTable:
+    """Read and validate the op table at ``path``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the op table {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    return parse(path, parse_yaml(path, text))
+
+
+def parse(path: Path, data: object) -> OpTable:
+    """Validate the parsed YAML of an op table."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping with `version`, `dtype_sets` and `ops`")
+    if data.get("version") != VERSION:
+        raise ConfigError(
+            f"{path}: version: expected {VERSION}, got {data.get('version')!r}",
+            hint="this opforge reads op tables of version 2",
+        )
+    sets = data.get("dtype_sets", {})
+    if not isinstance(sets, dict):
+        raise ConfigError(f"{path}: dtype_sets: expected a mapping of name -> dtypes")
+    dtype_sets: dict[str, tuple[str, ...]] = {}
+    for name, dtypes in sets.items():
+        if not isinstance(dtypes, list) or not dtypes or not set(dtypes) <= set(DTYPES):
+            raise ConfigError(f"{path}: dtype_sets.{name}: expected a list drawn from {DTYPES}")
+        dtype_sets[str(name)] = tuple(dtypes)
+    raw_ops = data.get("ops")
+    if not isinstance(raw_ops, dict) or not raw_ops:
+        raise ConfigError(f"{path}: ops: expected a mapping of op name -> entry")
+    ops = {str(name): _op(path, str(name), raw, dtype_sets) for name, raw in raw_ops.items()}
+    table = OpTable(path, dtype_sets, ops)
+    for op in ops.values():
+        for kind in ("backward", "jvp"):
+            _check_derivative(table, op, kind, getattr(op, kind))
+    return table
+
+
+class _Where:
+    """The key path of a value, for error messages."""
+
+    def __init__(self, path: Path, key: str) -> None:
+        self.path, self.key = path, key
+
+    def __truediv__(self, key: object) -> _Where:
+        return _Where(self.path, f"{self.key}.{key}")
+
+    def error(self, message: str, hint: str | None = None) -> ConfigError:
+        return ConfigError(f"{self.path}: {self.key}: {message}", hint=hint)
+
+
+def _mapping(where: _Where, value: object, allowed: set[str] | None = None) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise where.error("expected a mapping")
+    if allowed is not None:
+        unknown = sorted(set(map(str, value)) - allowed)
+        if unknown:
+            raise (where / unknown[0]).error(
+                "unknown key", hint=f"allowed: {', '.join(sorted(allowed))}"
+            )
+    return value
+
+
+def _signature(where: _Where, name: str, text: object) -> tuple[list[Arg], list[str]]:
+    if not isinstance(text, str):
+        raise where.error("expected `name(Type arg, ...) -> Type out`")
+    text = " ".join(text.split())
+    found = re.match(rf"^{re.escape(name)}\((.*)\) -> (.+)$", text)
+    if not found:
+        raise where.error(f"expected `{name}(Type arg, ...) -> Type out`, got {text!r}")
+    args: list[Arg] = []
+    for part in filter(None, (p.strip() for p in found.group(1).split(","))):
+        arg = _ARG.match(part)
+        if not arg:
+            raise where.error(f"cannot read argument {part!r} (types: Tensor, Tensor?, {SCALAR_TYPES})")
+        kind, arg_name = arg.groups()
+        mutable = "!" in kind
+        optional = kind.endswith("?")
+        base = kind.split("(")[0].rstrip("?")
+        if base == "int" and kind == "int[]":
+            base = "int[]"
+        args.append(Arg(arg_name, base, optional, mutable))
+    returns = found.group(2).strip()
+    if returns.startswith("(") and returns.endswith(")"):
+        returns = returns[1:-1]
+    outputs = []
+    for part in (p.strip() for p in returns.split(",")):
+        out = re.match(r"^Tensor ([a-z][a-z0-9_]*)$", part)
+        if not out:
+            raise where.error(f"cannot read output {part!r} (expected `Tensor name`)")
+        outputs.append(out.group(1))
+    names = [a.name for a in args] + outputs
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate:
+        raise where.error(f"{duplicate!r} is named twice")
+    return args, outputs
+
+
+def _op(path: Path, name: str, raw: object, dtype_sets: Mapping[str, tuple]) -> Op:
+    where = _Where(path, f"ops.{name}")
+    if not _NAME.match(name):
+        raise where.error("op names are lowercase letters, digits and underscores")
+    raw = _mapping(where, raw, _OP_KEYS)
+    doc = raw.get("doc")
+    if not isinstance(doc, str) or not doc.strip():
+        raise (where / "doc").error("expected a description of the op")
+    args, output_names = _signature(where / "signature", name, raw.get("signature"))
+    by_name = {a.name: a for a in args}
+    tensors = {a.name for a in args if a.is_tensor}
+    inputs = _mapping(where / "inputs", raw.get("inputs"), tensors)
+    scalars = _mapping(where / "scalars", raw.get("scalars"), set(by_name) - tensors)
+    resolved: list[Arg] = []
+    for arg in args:
+        if arg.is_tensor:
+            checks = _mapping(where / "inputs" / arg.name, inputs.get(arg.name), _TENSOR_CHECKS)
+            _check_tensor(where / "inputs" / arg.name, checks, by_name, dtype_sets)
+            if not checks.keys() & {"dtypes", "like", "channels", "shape", "broadcast"}:
+                raise (where / "inputs" / arg.name).error(
+                    "say what the tensor must be (dtypes, like, channels, shape or broadcast)"
+                )
+        else:
+            checks = _mapping(where / "scalars" / arg.name, scalars.get(arg.name), _SCALAR_CHECKS)
+            _check_scalar(where / "scalars" / arg.name, arg, checks, by_name)
+        resolved.append(Arg(arg.name, arg.type, arg.optional, arg.mutable, checks))
+    outputs_raw = _mapping(where / "outputs", raw.get("outputs"), set(output_names))
+    outputs = []
+    for out_name in output_names:
+        rule = _mapping(where / "outputs" / out_name, outputs_raw.get(out_name), _OUTPUT_RULES)
+        if len(rule) != 1:
+            raise (where / "outputs" / out_name).error(
+                f"give exactly one shape rule ({', '.join(sorted(_OUTPUT_RULES))})"
+            )
+        (kind, spec), = rule.items()
+        _check_output(where / "outputs" / out_name, kind, spec, by_name)
+        outputs.append(Output(out_name, kind, spec))
+    checks = raw.get("checks") or []
+    if not isinstance(checks, list):
+        raise (where / "checks").error("expected a list")
+    for i, check in enumerate(checks):
+        _check_op_rule(where / "checks" / i, check, by_name)
+    functions = {
+        framework: tuple(
+            _function(where / framework / i, entry, by_name, output_names)
+            for i, entry in enumerate(_list(where / framework, raw.get(framework)))
+        )
+        for framework in FRAMEWORKS
+    }
+    return Op(
+        name,
+        " ".join(doc.split()),
+        tuple(resolved),
+        tuple(outputs),
+        tuple(checks),
+        _derivative(where / "backward", raw.get("backward")),
+        _derivative(where / "jvp", raw.get("jvp")),
+        functions,
+    )
+
+
+def _list(where: _Where, value: object) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise where.error("expected a list of functions")
+    return value
+
+
+def _tensor_ref(where: _Where, value: object, by_name: Mapping[str, Arg]) -> None:
+    if not isinstance(value, str) or value not in by_name or not by_name[value].is_tensor:
+        raise where.error(f"expected the name of a tensor argument, got {value!r}")
+
+
+def _check_tensor(where, checks, by_name, dtype_sets) -> None:
+    for key, value in checks.items():
+        if key == "dtypes" and value not in dtype_sets:
+            raise (where / key).error(
+                f"unknown dtype set {value!r}", hint=f"defined: {', '.join(dtype_sets)}"
+            )
+        if key in ("like", "channels", "broadcast", "param_dtype"):
+            _tensor_ref(where / key, value, by_name)
+        if key == "param_dtype" and not checks.keys() & {"channels", "shape"}:
+            raise (where / key).error("applies to channels or shape parameters")
+        if key == "shape" and (value not in by_name or by_name[value].type != "int[]"):
+            raise (where / key).error(f"expected the name of an int[] argument, got {value!r}")
+        if key == "rank" and not (
+            isinstance(value, list)
+            and len(value) == 2
+            and all(isinstance(v, int) and v >= 0 for v in value)
+            and value[0] <= value[1]
+        ):
+            raise (where / key).error("expected [min, max] ranks")
+
+
+def _check_scalar(where, arg: Arg, checks, by_name) -> None:
+    for key, value in checks.items():
+        if key in ("dim", "suffix"):
+            _tensor_ref(where / key, value, by_name)
+            wanted = ("int",) if key == "dim" else ("int[]",)
+            if arg.type not in wanted:
+                raise (where / key).error(f"applies to {' or '.join(wanted)} arguments")
+        if key == "min" and not isinstance(value, (int, float)):
+            raise (where / key).error("expected a number")
+        if key == "finite" and value is not True:
+            raise (where / key).error("expected true")
+        if key == "values" and (
+            arg.type != "str" or not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+        ):
+            raise (where / key).error("expected a list of strings for a str argument")
+    if arg.type == "str" and "values" not in checks:
+        raise where.error("a str argument needs its `values`")
+
+
+def _check_output(where, kind, spec, by_name) -> None:
+    if kind in ("like", "channels"):
+        _tensor_ref(where / kind, spec, by_name)
+    elif kind == "broadcast":
+        if not isinstance(spec, list) or len(spec) != 2:
+            raise (where / kind).error("expected [a, b]")
+        for ref in spec:
+            _tensor_ref(where / kind, ref, by_name)
+    elif kind == "reduce":
+        spec = _mapping(where / kind, spec, {"of", "dim", "keepdim"})
+        _tensor_ref(where / kind / "of", spec.get("of"), by_name)
+        for key, types in (("dim", ("int",)), ("keepdim", ("bool",))):
+            if spec.get(key) not in by_name or by_name[spec[key]].type not in types:
+                raise (where / kind / key).error(f"expected the name of a {types[0]} argument")
+    elif kind == "batch":
+        spec = _mapping(where / kind, spec, {"of", "normalized"})
+        _tensor_ref(where / kind / "of", spec.get("of"), by_name)
+        if spec.get("normalized") not in by_name:
+            raise (where / kind / "normalized").error("expected the name of an int[] argument")
+    elif kind == "shape" and (spec not in by_name or by_name[spec].type != "int[]"):
+        raise (where / kind).error("expected the name of an int[] argument")
+
+
+def _check_op_rule(where: _Where, check: object, by_name: Mapping[str, Arg]) -> None:
+    check = _mapping(where, check, _OP_CHECKS)
+    if len(check) != 1:
+        raise where.error(f"give one rule ({', '.join(sorted(_OP_CHECKS))})")
+    (kind, spec), = check.items()
+    if kind == "together":
+        if not isinstance(spec, list) or len(spec) < 2:
+            raise (where / kind).error("expected two or more optional tensors")
+        for ref in spec:
+            _tensor_ref(where / kind, ref, by_name)
+    elif kind == "required_unless":
+        spec = _mapping(where / kind, spec, {"flag", "tensors"})
+        if spec.get("flag") not in by_name or by_name[spec["flag"]].type != "bool":
+            raise (where / kind / "flag").error("expected the name of a bool argument")
+        for ref in spec.get("tensors") or []:
+            _tensor_ref(where / kind / "tensors", ref, by_name)
+    else:
+        spec = _mapping(where / kind, spec, {"of", "min", "when"})
+        _tensor_ref(where / kind / "of", spec.get("of"), by_name)
+        if not isinstance(spec.get("min"), int):
+            raise (where / kind / "min").error("expected an integer")
+        if "when" in spec and (spec["when"] not in by_name or by_name[spec["when"]].type != "bool"):
+            raise (where / kind / "when").error("expected the name of a bool argument")
+
+
+def _derivative(where: _Where, raw: object) -> Derivative | None:
+    if raw is None:
+        return None
+    raw = _mapping(where, raw, {"linear", "op", "args", "outputs"})
+    if "linear" in raw:
+        if set(raw) != {"linear"}:
+            raise where.error("`linear` stands alone")
+        return Derivative(linear=_mapping(where / "linear", raw["linear"]))
+    if not isinstance(raw.get("op"), str):
+        raise (where / "op").error("expected the name of an op of this table")
+    return Derivative(
+        op=raw["op"],
+        args=_mapping(where / "args", raw.get("args")),
+        outputs=_mapping(where / "outputs", raw.get("outputs")),
+    )
+
+
+def _check_derivative(table: OpTable, op: Op, kind: str, rule: Derivative | None) -> None:
+    if rule is None:
+        return
+    where = _Where(table.path, f"ops.{op.name}.{kind}")
+    inputs = {a.name for a in op.tensors}
+    scalars = {a.name: a for a in op.scalars}
+    outputs = {o.name for o in op.outputs}
+    targets = inputs if kind == "backward" else outputs
+    seeds = {f"grad_{o}" for o in outputs} if kind == "backward" else {f"tangent_{i}" for i in inputs}
+    if rule.linear is not None:
+        for name, factor in rule.linear.items():
+            if name not in inputs:
+                raise (where / "linear" / name).error("not a tensor input of the op")
+            if factor != 1 and (factor not in scalars or scalars[factor].type != "float"):
+                raise (where / "linear" / name).error("expected 1 or the name of a float argument")
+        return
+    callee = table.ops.get(rule.op or "")
+    if callee is None:
+        raise (where / "op").error(f"unknown op {rule.op!r}")
+    callee_args = {a.name for a in callee.args}
+    if set(rule.args) != callee_args:
+        missing = sorted(callee_args - set(rule.args)) or sorted(set(rule.args) - callee_args)
+        raise (where / "args").error(
+            f"must give exactly the arguments of {callee.name} ({', '.join(a.name for a in callee.args)}); check {missing[0]!r}"
+        )
+    known = inputs | set(scalars) | outputs | seeds
+    for arg_name, source in rule.args.items():
+        if source not in known:
+            raise (where / "args" / arg_name).error(
+                f"{source!r} is not an input, output, scalar or {'grad_<output>' if kind == 'backward' else 'tangent_<input>'}"
+            )
+    callee_outputs = {o.name for o in callee.outputs}
+    for target, source in rule.outputs.items():
+        if target not in targets:
+            raise (where / "outputs" / target).error(
+                f"not {'an input' if kind == 'backward' else 'an output'} of {op.name}"
+            )
+        if source not in callee_outputs:
+            raise (where / "outputs" / target).error(f"{callee.name} has no output {source!r}")
+
+
+def _function(where: _Where, raw: object, by_name: Mapping[str, Arg], outputs: list[str]) -> Function:
+    raw = _mapping(where, raw, _FUNCTION_KEYS)
+    text = raw.get("def")
+    try:
+        tree = ast.parse(f"def {text}: pass") if isinstance(text, str) else None
+    except SyntaxError:
+        tree = None
+    if tree is None or not isinstance(tree.body[0], ast.FunctionDef):
+        raise (where / "def").error(f"expected a Python signature like `name(a, b=1)`, got {text!r}")
+    fn = tree.body[0]
+    spec = fn.args
+    defaults = [None] * (len(spec.args) - len(spec.defaults)) + list(spec.defaults)
+    params = [
+        Param(a.arg, None if d is None else ast.unparse(d)) for a, d in zip(spec.args, defaults, strict=True)
+    ]
+    params += [
+        Param(a.arg, None if d is None else ast.unparse(d), keyword_only=True)
+        for a, d in zip(spec.kwonlyargs, spec.kw_defaults, strict=True)
+    ]
+    doc = raw.get("doc")
+    if not isinstance(doc, str) or not doc.strip():
+        raise (where / "doc").error("expected a docstring")
+    args = _mapping(where / "args", raw.get("args"))
+    if set(args) != set(by_name):
+        missing = sorted(set(by_name) - set(args)) or sorted(set(args) - set(by_name))
+        raise (where / "args").error(f"must give every argument of the op; check {missing[0]!r}")
+    names = {p.name for p in params}
+    for arg_name, expr in args.items():
+        _check_expression(where / "args" / arg_name, expr, names)
+    returns = raw.get("returns")
+    if isinstance(returns, list):
+        mutable = {a.name for a in by_name.values() if a.mutable}
+        for item in returns:
+            if item not in outputs and item not in mutable:
+                raise (where / "returns").error(f"{item!r} is not an output of the op")
+        returns = tuple(returns)
+    elif isinstance(returns, str):
+        if returns not in outputs:
+            _check_expression(where / "returns", returns, names | set(outputs))
+    else:
+        raise (where / "returns").error("expected an output name, a list of them or an expression")
+    return Function(fn.name, tuple(params), " ".join(doc.split()), dict(args), returns)
+
+
+def _check_expression(where: _Where, expr: object, names: set[str]) -> None:
+    if not isinstance(expr, (str, int, float)) or isinstance(expr, bool):
+        raise where.error(f"expected a parameter name or a Python expression, got {expr!r}")
+    try:
+        tree = ast.parse(str(expr), mode="eval")
+    except SyntaxError:
+        raise where.error(f"not a Python expression: {expr!r}") from None
+    free = {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
+    unknown = sorted(free - names - {"None", "True", "False", "tuple", "len", "float", "int"})
+    if unknown:
+        raise where.error(f"{unknown[0]!r} is not a parameter of the function")
