@@ -262,6 +262,12 @@ def _prepare(table: OpTable, op: Op) -> list[str]:
             body.append(
                 f"  call.channels({_a(ref)}, {_q(ref)}, {_a(arg.name)}, {_q(arg.name)}{or_like});"
             )
+        if "batch" in checks:
+            of, normalized = checks["batch"]["of"], checks["batch"]["normalized"]
+            body.append(
+                f"  call.shaped(call.batch_shape({_a(of)}, {_a(normalized)}), "
+                f"{_q('the leading dims of ' + of)}, {_a(arg.name)}, {_q(arg.name)});"
+            )
         if "shape" in checks:
             ref = checks["shape"]
             like_arg = f", {_a(like)}" if like else ""

@@ -19,7 +19,7 @@ VERSION = 2
 DTYPES = ("float32", "float16", "bfloat16", "int64")
 SCALAR_TYPES = ("int", "int?", "float", "float?", "bool", "int[]", "str")
 
-_TENSOR_CHECKS = {"dtypes", "like", "rank", "channels", "shape", "broadcast", "param_dtype"}
+_TENSOR_CHECKS = {"dtypes", "like", "rank", "channels", "shape", "batch", "broadcast", "param_dtype"}
 _SCALAR_CHECKS = {"dim", "min", "finite", "values", "suffix"}
 _OUTPUT_RULES = {"like", "broadcast", "reduce", "channels", "batch", "shape"}
 _OP_CHECKS = {"together", "required_unless", "per_channel_count"}
@@ -266,9 +266,9 @@ def _op(path: Path, name: str, raw: object, dtype_sets: Mapping[str, tuple]) -> 
         if arg.is_tensor:
             checks = _mapping(where / "inputs" / arg.name, inputs.get(arg.name), _TENSOR_CHECKS)
             _check_tensor(where / "inputs" / arg.name, checks, by_name, dtype_sets)
-            if not checks.keys() & {"dtypes", "like", "channels", "shape", "broadcast"}:
+            if not checks.keys() & {"dtypes", "like", "channels", "shape", "batch", "broadcast"}:
                 raise (where / "inputs" / arg.name).error(
-                    "say what the tensor must be (dtypes, like, channels, shape or broadcast)"
+                    "say what the tensor must be (dtypes, like, channels, shape, batch or broadcast)"
                 )
         else:
             checks = _mapping(where / "scalars" / arg.name, scalars.get(arg.name), _SCALAR_CHECKS)
@@ -332,6 +332,11 @@ def _check_tensor(where, checks, by_name, dtype_sets) -> None:
             _tensor_ref(where / key, value, by_name)
         if key == "param_dtype" and not checks.keys() & {"channels", "shape"}:
             raise (where / key).error("applies to channels or shape parameters")
+        if key == "batch":
+            spec = _mapping(where / key, value, {"of", "normalized"})
+            _tensor_ref(where / key / "of", spec.get("of"), by_name)
+            if spec.get("normalized") not in by_name or by_name[spec["normalized"]].type != "int[]":
+                raise (where / key / "normalized").error("expected the name of an int[] argument")
         if key == "shape" and (value not in by_name or by_name[value].type != "int[]"):
             raise (where / key).error(f"expected the name of an int[] argument, got {value!r}")
         if key == "rank" and not (
