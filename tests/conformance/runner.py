@@ -1,22 +1,135 @@
-"""Running a conformance case through the C ABI, on host memory (numpy) or device memory."""
+"""Running conformance cases, generically over the op table: inputs, references, comparisons, and
+the C ABI on host memory (numpy) or device memory. Nothing here knows an op: the op table says
+what the arguments and outputs are, the op's module (tests/conformance/ops) makes its inputs and
+computes its float64 reference.
+"""
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from opforge.abi import KernelLibrary, Tensor
-from tests.conformance import reference
-from tests.conformance.cases import Case, make_inputs
+from opforge.kernels import optable
+from opforge.kernels.abi import KernelLibrary, Tensor
+from opforge.kernels.signatures import c_signatures
+from tests.conformance import ops
+from tests.conformance.case import Case
 from tests.conformance.dtypes import from_storage, round_to, to_storage
 
-MOMENTUM = 0.1
-EPS = 1e-5
+REPO = Path(__file__).resolve().parents[2]
+TABLE = optable.load(REPO / "kernels" / "ops.yaml")
+SIGNATURES = c_signatures(TABLE)
 
-# (rtol, atol) for outputs stored in the case's dtype, and for float32 statistics.
+# (rtol, atol) for outputs stored in the case's dtype, and for float32 statistics/parameters.
 DATA_TOLERANCE = {"float32": (2e-5, 2e-5), "float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2)}
 PARAM_TOLERANCE = (2e-4, 2e-4)
+
+
+def all_cases() -> list[Case]:
+    """Every op's cases, in op table order."""
+    return [c for name in TABLE.ops for c in ops.module(name).CASES]
+
+
+def load_library(path: Path) -> KernelLibrary:
+    """The kernel library at ``path`` with the op table's calling conventions."""
+    return KernelLibrary(path, SIGNATURES)
+
+
+def is_data(arg: optable.Arg) -> bool:
+    """Whether a tensor argument holds data (the case's dtype and layout) or parameters."""
+    return bool(arg.checks.keys() & {"dtypes", "like", "broadcast"})
+
+
+def output_dtype(case: Case, output: optable.Output) -> str:
+    """The dtype of an output, by its shape rule."""
+    if output.rule in ("like", "broadcast"):
+        return case.dtype
+    return "int64" if output.rule == "reduce" else "float32"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A case's inputs (float64 values by name), scalars and float64 reference outputs."""
+
+    op: optable.Op
+    tensors: dict
+    scalars: dict
+    expected: dict
+
+    def dtype(self, case: Case, name: str) -> str:
+        """The storage dtype of an input or output."""
+        outputs = {o.name: o for o in self.op.outputs}
+        if name in outputs:
+            return output_dtype(case, outputs[name])
+        return case.dtype if is_data(self.op.arg(name)) else "float32"
+
+    def is_data(self, name: str) -> bool:
+        """Whether an input or output is data (else parameters, statistics or indices)."""
+        outputs = {o.name: o for o in self.op.outputs}
+        if name in outputs:
+            return outputs[name].rule in ("like", "broadcast")
+        return is_data(self.op.arg(name))
+
+
+def prepare(case: Case) -> Prepared:
+    """Inputs and reference of ``case`` (deterministic per case id)."""
+    module = ops.module(case.op)
+    rng = np.random.default_rng(zlib.crc32(case.id.encode()))
+    tensors = module.inputs(case, rng)
+    scalars = case.arguments
+    return Prepared(TABLE.ops[case.op], tensors, scalars, module.reference(**tensors, **scalars))
+
+
+def written(op: optable.Op) -> list[str]:
+    """What a call produces: the outputs, then the tensors it updates in place."""
+    return [o.name for o in op.outputs] + [a.name for a in op.tensors if a.mutable]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One value to compare: its name, values (float64), reference and tolerance."""
+
+    name: str
+    actual: np.ndarray
+    expected: np.ndarray
+    rtol: float
+    atol: float
+    dtype: str = "float32"
+
+    def assert_close(self, case: Case) -> None:
+        """Equal within tolerance, NaN where the reference has NaN, and nothing unwritten."""
+        assert self.actual.shape == self.expected.shape, (self.name, self.actual.shape)
+        np.testing.assert_allclose(
+            self.actual,
+            # The best any implementation can do is the exact result rounded to the output dtype.
+            round_to(self.expected, self.dtype) if self.dtype != "int64" else self.expected,
+            rtol=self.rtol,
+            atol=self.atol,
+            equal_nan=True,
+            err_msg=f"{case.id}: {self.name}",
+        )
+
+
+def check(
+    case: Case,
+    prepared: Prepared,
+    name: str,
+    actual: np.ndarray,
+    expected: np.ndarray,
+    widen: float = 1.0,
+    label: str | None = None,
+) -> Check:
+    """A Check of ``name`` (an input, for a gradient, or an output) with its dtype's tolerance,
+    scaled by the op module's ``scale(name, tensors)`` where it has one."""
+    dtype = prepared.dtype(case, name)
+    if dtype == "int64":
+        return Check(label or name, actual, expected, 0, 0, "int64")
+    rtol, atol = DATA_TOLERANCE[case.dtype] if prepared.is_data(name) else PARAM_TOLERANCE
+    scale = getattr(ops.module(case.op), "scale", lambda name, tensors: 1.0)(name, prepared.tensors)
+    return Check(label or name, actual, expected, rtol * widen, atol * widen * scale, dtype)
 
 
 def lay_out(storage: np.ndarray, layout: str) -> np.ndarray:
@@ -42,9 +155,7 @@ class HostMemory:
     def __init__(self, layout: str = "contiguous") -> None:
         self.layout = layout
 
-    def tensor(
-        self, storage: np.ndarray, dtype: str, laid_out: bool = True
-    ) -> tuple[Tensor, object]:
+    def tensor(self, storage: np.ndarray, dtype: str, laid_out: bool = True) -> tuple[Tensor, object]:
         """A descriptor of ``storage`` (copied into the layout) and the array to read back."""
         array = lay_out(storage, self.layout if laid_out else "contiguous")
         return Tensor.from_numpy(array, dtype), array
@@ -57,185 +168,33 @@ class HostMemory:
         """Nothing to wait for on the host."""
 
 
-@dataclass(frozen=True)
-class Check:
-    """One output to compare: its name, values (float64), reference and tolerance."""
-
-    name: str
-    actual: np.ndarray
-    expected: np.ndarray
-    rtol: float
-    atol: float
-    dtype: str = "float32"
-
-    def assert_close(self, case: Case) -> None:
-        """Equal within tolerance, NaN where the reference has NaN, and nothing unwritten."""
-        assert self.actual.shape == self.expected.shape, (self.name, self.actual.shape)
-        np.testing.assert_allclose(
-            self.actual,
-            # The best any implementation can do is the exact result rounded to the output dtype.
-            round_to(self.expected, self.dtype),
-            rtol=self.rtol,
-            atol=self.atol,
-            equal_nan=True,
-            err_msg=f"{case.id}: {self.name}",
-        )
-
-
-def run_case(lib: KernelLibrary, case: Case, memory, seed: int = 0) -> list[Check]:
-    """Run ``case`` through ``lib`` in ``memory``; return what to compare with the reference."""
-    inputs = make_inputs(case, seed)
-    dtype = case.dtype
-    handles: dict[str, object] = {}
-
-    def data(name: str, values: np.ndarray | None = None, shape=None) -> Tensor:
-        values = np.full(shape, np.nan) if values is None else values
-        desc, handles[name] = memory.tensor(to_storage(values, dtype), dtype)
-        return desc
-
-    def param(name: str, values: np.ndarray | None = None, size: int | None = None) -> Tensor:
-        values = np.full(size, np.nan) if values is None else values
-        desc, handles[name] = memory.tensor(
-            to_storage(values, "float32"), "float32", laid_out=False
-        )
-        return desc
-
-    def result(name: str, kind: str = "data") -> np.ndarray:
-        return from_storage(memory.read(handles[name]), dtype if kind == "data" else "float32")
-
-    rtol, atol = DATA_TOLERANCE[dtype]
-    prtol, patol = PARAM_TOLERANCE
-    s = memory.stream
-    if case.op == "add":
-        lib.add(
-            data("a", inputs["a"]),
-            data("b", inputs["b"]),
-            case.alpha,
-            data("out", shape=case.shape),
-            s,
-        )
-        memory.sync()
-        expected = reference.add(inputs["a"], inputs["b"], case.alpha)
-        return [Check("out", result("out"), expected, rtol, atol, dtype)]
-    if case.op == "softmax":
-        lib.softmax_forward(data("x", inputs["x"]), case.dim, data("y", shape=case.shape), s)
-        memory.sync()
-        return [
-            Check("y", result("y"), reference.softmax(inputs["x"], case.dim), rtol, atol, dtype)
-        ]
-    if case.op == "softmax_backward":
-        y, dy = inputs["y"], inputs["dy"]
-        lib.softmax_backward(
-            data("y", y), data("dy", dy), case.dim, data("dx", shape=case.shape), s
-        )
-        memory.sync()
-        return [
-            Check(
-                "dx", result("dx"), reference.softmax_backward(y, dy, case.dim), rtol, atol, dtype
-            )
-        ]
-    if case.op == "argmax":
-        expected = reference.argmax(inputs["x"], case.dim, case.keepdim)
-        out, handles["out"] = memory.tensor(
-            np.full(expected.shape, -7, np.int64), "int64", laid_out=False
-        )
-        lib.argmax(data("x", inputs["x"]), case.dim, case.keepdim, out, s)
-        memory.sync()
-        actual = np.asarray(memory.read(handles["out"])).astype(np.float64)
-        return [Check("out", actual, expected.astype(np.float64), 0, 0, "int64")]
-
-    channels = case.shape[1]
-    weight = param("weight", inputs["weight"]) if case.affine else None
-    bias = param("bias", inputs["bias"]) if case.affine else None
-    w, b = inputs.get("weight"), inputs.get("bias")
-    if case.op == "batch_norm_train":
-        rm, rv = (
-            param("running_mean", inputs["running_mean"]),
-            param("running_var", inputs["running_var"]),
-        )
-        lib.batch_norm_forward_training(
-            data("x", inputs["x"]),
-            weight,
-            bias,
-            rm,
-            rv,
-            MOMENTUM,
-            EPS,
-            data("y", shape=case.shape),
-            param("save_mean", size=channels),
-            param("save_invstd", size=channels),
-            s,
-        )
-        memory.sync()
-        ref = reference.batch_norm_train(
-            inputs["x"], w, b, inputs["running_mean"], inputs["running_var"], MOMENTUM, EPS
-        )
-        checks = [Check("y", result("y"), ref["y"], rtol, atol, dtype)]
-        for name in ("save_mean", "save_invstd", "running_mean", "running_var"):
-            checks.append(Check(name, result(name, "param"), ref[name], prtol, patol))
-        return checks
-    if case.op == "batch_norm_infer":
-        lib.batch_norm_forward_inference(
-            data("x", inputs["x"]),
-            weight,
-            bias,
-            param("running_mean", inputs["running_mean"]),
-            param("running_var", inputs["running_var"]),
-            EPS,
-            data("y", shape=case.shape),
-            s,
-        )
-        memory.sync()
-        expected = reference.batch_norm_infer(
-            inputs["x"], w, b, inputs["running_mean"], inputs["running_var"], EPS
-        )
-        return [Check("y", result("y"), expected, rtol, atol, dtype)]
-    lib.batch_norm_backward(
-        data("dy", inputs["dy"]),
-        data("x", inputs["x"]),
-        weight,
-        param("save_mean", inputs["save_mean"]),
-        param("save_invstd", inputs["save_invstd"]),
-        EPS,
-        data("dx", shape=case.shape),
-        param("dweight", size=channels),
-        param("dbias", size=channels),
-        s,
-    )
-    memory.sync()
-    ref = reference.batch_norm_backward(
-        inputs["dy"], inputs["x"], w, inputs["save_mean"], inputs["save_invstd"]
-    )
-    # dx sums many terms of either sign: compare against the scale of its inputs.
-    scale = float(np.max(np.abs(inputs["dy"]))) if inputs["dy"].size else 1.0
-    count = max(1, inputs["x"].size // channels)
-    return [
-        Check("dx", result("dx"), ref["dx"], rtol, atol * max(1.0, scale), dtype),
-        Check("dweight", result("dweight", "param"), ref["dweight"], prtol, patol * count),
-        Check("dbias", result("dbias", "param"), ref["dbias"], prtol, patol * count),
-    ]
-
-
 class CudaMemory:
     """Tensors in CUDA device memory (allocated through torch), on torch's current stream."""
 
-    def __init__(self) -> None:
+    def __init__(self, layout: str = "contiguous") -> None:
         import torch
 
         self.torch = torch
+        self.layout = layout
         self.stream = torch.cuda.current_stream().cuda_stream
 
-    def tensor(
-        self, storage: np.ndarray, dtype: str, laid_out: bool = True
-    ) -> tuple[Tensor, object]:
-        """A device copy of ``storage`` (contiguous) and its descriptor."""
-        from opforge.abi import KDL_CUDA
+    def tensor(self, storage: np.ndarray, dtype: str, laid_out: bool = True) -> tuple[Tensor, object]:
+        """A device copy of ``storage`` in the case's layout (negative strides excepted)."""
+        from opforge.kernels.abi import KDL_CUDA
 
         host = np.array(storage, order="C")
+        torch = self.torch
         if dtype == "bfloat16":
-            device = self.torch.from_numpy(host.view(np.int16)).cuda().view(self.torch.bfloat16)
+            device = torch.from_numpy(host.view(np.int16)).cuda().view(torch.bfloat16)
         else:
-            device = self.torch.from_numpy(host).cuda()
+            device = torch.from_numpy(host).cuda()
+        layout = self.layout if laid_out else "contiguous"
+        if device.dim() >= 2 and layout == "transposed":
+            device = device.transpose(-1, -2).contiguous().transpose(-1, -2)
+        elif device.dim() >= 1 and layout == "strided":
+            base = torch.zeros(*device.shape[:-1], device.shape[-1] * 2, dtype=device.dtype, device="cuda")
+            base[..., ::2] = device
+            device = base[..., ::2]
         desc = Tensor.from_pointer(
             device.data_ptr(), device.shape, device.stride(), dtype, KDL_CUDA, device.device.index
         )
@@ -251,3 +210,36 @@ class CudaMemory:
     def sync(self) -> None:
         """Wait for the device."""
         self.torch.cuda.synchronize()
+
+
+def run_case(lib: KernelLibrary, case: Case, memory) -> list[Check]:
+    """Run ``case`` through the C ABI in ``memory``; the checks against the reference."""
+    p = prepare(case)
+    arguments: dict[str, object] = dict(p.scalars)
+    handles: dict[str, object] = {}
+    for arg in p.op.tensors:
+        values = p.tensors[arg.name]
+        if values is None:
+            arguments[arg.name] = None
+            continue
+        dtype = p.dtype(case, arg.name)
+        arguments[arg.name], handles[arg.name] = memory.tensor(
+            to_storage(values, dtype), dtype, laid_out=is_data(arg)
+        )
+    for out in p.op.outputs:
+        dtype = p.dtype(case, out.name)
+        shape = np.shape(p.expected[out.name])
+        poison = np.full(shape, -7, np.int64) if dtype == "int64" else to_storage(np.full(shape, np.nan), dtype)
+        arguments[out.name], handles[out.name] = memory.tensor(poison, dtype, laid_out=False)
+    lib.call(case.op, stream=memory.stream, **arguments)
+    memory.sync()
+    checks = []
+    for name in written(p.op):
+        if name not in p.expected:
+            continue
+        dtype = p.dtype(case, name)
+        actual = from_storage(memory.read(handles[name]), dtype) if dtype != "int64" else (
+            np.asarray(memory.read(handles[name])).astype(np.int64)
+        )
+        checks.append(check(case, p, name, actual, p.expected[name]))
+    return checks

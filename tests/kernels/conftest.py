@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from opforge.abi import KernelLibrary, library_path
+from opforge.kernels.abi import KernelLibrary, library_path
+from tests.conformance.runner import load_library
 from tests.conftest import REPO
 from tests.test_build import copy_project, opforge
 
@@ -18,16 +19,16 @@ def _built_library(tmp_path_factory, profile: str) -> KernelLibrary:
         path = library_path(REPO, profile)
         if not path.exists():
             pytest.fail(f"OPFORGE_TEST_DIST is set but {path} does not exist: build it first")
-        return KernelLibrary(path)
+        return load_library(path)
     project = copy_project(tmp_path_factory.mktemp(f"kernels-{profile}"))
     result = opforge(project, "build", "kernels", "--profile", profile, "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr
-    return KernelLibrary(library_path(project, profile))
+    return load_library(library_path(project, profile))
 
 
 @pytest.fixture(scope="session")
 def cpu_library(tmp_path_factory) -> KernelLibrary:
-    """The CPU build of libopforge_kernels, loaded through opforge.abi."""
+    """The CPU build of libopforge_kernels, loaded through opforge.kernels.abi."""
     library = _built_library(tmp_path_factory, "cpu")
     assert not library.has_cuda
     return library
@@ -35,7 +36,7 @@ def cpu_library(tmp_path_factory) -> KernelLibrary:
 
 @pytest.fixture(scope="session")
 def gpu_library(tmp_path_factory) -> KernelLibrary:
-    """The GPU build (CUDA + cuDNN) of libopforge_kernels, loaded through opforge.abi."""
+    """The GPU build (CUDA + cuDNN) of libopforge_kernels, loaded through opforge.kernels.abi."""
     library = _built_library(tmp_path_factory, "gpu")
     assert library.has_cuda and library.has_cudnn
     return library

@@ -85,84 +85,84 @@ ERRORS = [
         _add,
         lambda: (f32(4).astype(mstype.float64),) * 2,
         TypeError,
-        "opforge.mindspore.add: a has dtype Float64; supported: float32, float16, bfloat16",
+        "opforge.mindspore.add: a has dtype float64 (supported: float32, float16, bfloat16)",
     ),
     (
         "softmax dim",
         _softmax_dim2,
         lambda: (f32(2, 3),),
         ValueError,
-        "opforge.mindspore.softmax: dim 2 is out of range for a 2-d input (expected -2..1)",
+        "opforge.mindspore.softmax: dim 2 is out of range for x of shape [2, 3] (valid: -2 to 1)",
     ),
     (
         "softmax int32",
         _softmax_dim2,
         lambda: (Tensor(np.ones((2, 3, 1), np.int32)),),
         TypeError,
-        "opforge.mindspore.softmax: x has dtype Int32",
+        "opforge.mindspore.softmax: x has dtype int32 (supported: float32, float16, bfloat16)",
     ),
     (
         "argmax dim",
         _argmax_dim_minus2,
         lambda: (f32(5),),
         ValueError,
-        "opforge.mindspore.argmax: dim -2 is out of range for a 1-d input",
+        "opforge.mindspore.argmax: dim -2 is out of range for x of shape [5] (valid: -1 to 0)",
     ),
     (
         "argmax empty dim",
         _argmax_dim1,
         lambda: (f32(3, 0),),
         ValueError,
-        "opforge.mindspore.argmax: x has no elements along dim 1",
+        "opforge.mindspore.argmax: cannot reduce x of shape [3, 0] over dim 1, which has size 0",
     ),
     (
         "batch_norm weight",
         _bn_train,
         lambda: (f32(4, 3), f32(4)),
         ValueError,
-        "opforge.mindspore.batch_norm: weight has shape [4], expected [3]",
+        "opforge.mindspore.batch_norm: weight must have shape [3] (one per channel of x), got [4]",
     ),
     (
         "batch_norm weight float16",
         _bn_train,
         lambda: (f32(4, 3), f32(3).astype(mstype.float16)),
         TypeError,
-        "opforge.mindspore.batch_norm: weight has dtype Float16; expected float32",
+        "opforge.mindspore.batch_norm: weight must be float32, got float16",
     ),
     (
         "batch_norm statistics size",
         _bn_train_stats,
         lambda: (f32(4, 3), f32(2), f32(2)),
         ValueError,
-        "opforge.mindspore.batch_norm: running_mean has shape [2], expected [3]",
+        "opforge.mindspore.batch_norm: running_mean must have shape [3] (one per channel of x), got [2]",
     ),
     (
         "batch_norm one statistic",
         _bn_mean_only,
         lambda: (f32(4, 3), f32(3)),
         ValueError,
-        "give running_mean and running_var together",
+        "opforge.mindspore.batch_norm: give running_mean and running_var together, or none of them",
     ),
     (
         "batch_norm inference without statistics",
         _bn_infer_no_stats,
         lambda: (f32(4, 3),),
         ValueError,
-        "inference (training=False) needs running_mean and running_var",
+        "opforge.mindspore.batch_norm: running_mean is required when training is false",
     ),
     (
         "batch_norm 1-d",
         _bn_train_plain,
         lambda: (f32(4),),
         ValueError,
-        "opforge.mindspore.batch_norm: x must be NxC, NxCxL, or NxCxHxW, got shape [4]",
+        "opforge.mindspore.batch_norm: x must have 2 to 4 dimensions, got shape [4]",
     ),
     (
         "batch_norm one value per channel",
         _bn_train_plain,
         lambda: (f32(1, 3),),
         ValueError,
-        "training needs more than one value per channel",
+        "opforge.mindspore.batch_norm: needs at least 2 values per channel, got x of shape [1, 3]",
     ),
 ]
 
@@ -179,20 +179,18 @@ def test_argument_errors(fn, inputs, error, message, mode):
 
 def test_kernel_failure_names_op_and_reason(mode, capfd):
     # Past the Python checks (the attribute input says dim 7 of a 2-d tensor): the kernel refuses.
-    from opforge.mindspore._attrs import attribute_tensor
-    from opforge.mindspore._ops import _make_primitive
+    from opforge.mindspore._runtime import _make_primitive, attrs_for
 
     softmax = _make_primitive("softmax", "cpu")
+    attrs = attrs_for("softmax", {"dim": 7})
 
     def fn(x, attrs):
         return softmax(x, attrs)
 
     with pytest.raises(RuntimeError):
         # PYNATIVE runs ops asynchronously: the failure surfaces when the result is read.
-        call(fn, mode)(f32(2, 3), attribute_tensor((7,))).asnumpy()
-    expected = (
-        "softmax: opforge_softmax_forward: dim 7 is out of range for a tensor of 2 dimension(s)"
-    )
+        call(fn, mode)(f32(2, 3), attrs).asnumpy()
+    expected = "softmax: opforge_softmax: dim 7 is out of range for x of shape [2, 3]"
     assert f"opforge.mindspore: {expected}" in capfd.readouterr().err
     assert ofm.last_error().startswith(expected)
 

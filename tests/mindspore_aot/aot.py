@@ -34,9 +34,9 @@ def built_package(kind: str) -> Path | None:
     return found[-1].parent if found else None
 
 
-def load_encoding(package: Path):
-    """The adapter's own attribute encoder (``_encoding.py``; it does not import MindSpore)."""
-    spec = importlib.util.spec_from_file_location("opforge_ms_encoding", package / "_encoding.py")
+def load_module(package: Path, name: str):
+    """One of the adapter's own modules that import no MindSpore (``_encoding``, ``_signatures``)."""
+    spec = importlib.util.spec_from_file_location(f"opforge_ms{name}", package / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -48,7 +48,8 @@ class AotLibrary:
     def __init__(self, package: Path, kind: str) -> None:
         self.kind = kind
         self.lib = ctypes.CDLL(str(package / f"_aot_{kind}.so"))
-        self.encoding = load_encoding(package)
+        self.encoding = load_module(package, "_encoding")
+        self.layouts = load_module(package, "_signatures").LAYOUTS
         self.last_error_fn = getattr(self.lib, f"opforge_ms_last_error_{kind}")
         self.last_error_fn.restype = ctypes.c_char_p
 
@@ -60,11 +61,12 @@ class AotLibrary:
         self,
         op: str,
         params: list[tuple[int, tuple[int, ...], str]],
-        attrs: tuple,
+        attrs: list[tuple[str, object]],
         outputs: list[tuple[int, tuple[int, ...], str]],
         stream: int | None = None,
     ) -> int:
-        """Run ``op``: ``params``/``outputs`` are (pointer, shape, dtype name) in order."""
+        """Run ``op``: ``params``/``outputs`` are (pointer, shape, dtype name) in order,
+        ``attrs`` the (kind, value) items of the attribute input."""
         attr_dims = (0, *self.encoding.encode(attrs))
         placeholder = ctypes.create_string_buffer(1)
         every = [*params, (ctypes.addressof(placeholder), attr_dims, "int8"), *outputs]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.conformance.cases import CASES
+from tests.conformance.runner import all_cases
 
 pytest.importorskip("torch", reason="parity needs torch and the opforge.torch wheel")
 pytest.importorskip("opforge.torch", reason="parity needs the opforge.torch wheel")
@@ -20,7 +20,7 @@ pytest.importorskip("opforge.mindspore", reason="parity needs the opforge.mindsp
 from tests.mindspore_adapter import harness as ms_harness
 from tests.torch_adapter import harness as torch_harness
 
-PARITY_CASES = [c for c in CASES if c.layout != "reversed"]
+PARITY_CASES = [c for c in all_cases() if c.layout != "reversed"]
 
 
 @pytest.fixture(autouse=True)

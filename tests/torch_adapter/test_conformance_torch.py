@@ -1,17 +1,17 @@
-"""The conformance table through opforge.torch: forward and backward against float64."""
+"""The conformance cases through opforge.torch: values and gradients against float64."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.conformance.cases import CASES
+from tests.conformance.runner import all_cases
 
 pytest.importorskip("torch")
 pytest.importorskip("opforge.torch")
 harness = pytest.importorskip("tests.torch_adapter.harness")
 
 # torch has no negative strides: the reversed layout stays with the C ABI tests.
-TORCH_CASES = [c for c in CASES if c.layout != "reversed"]
+TORCH_CASES = [c for c in all_cases() if c.layout != "reversed"]
 
 
 @pytest.mark.parametrize("case", TORCH_CASES, ids=lambda c: c.id)

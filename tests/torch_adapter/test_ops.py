@@ -1,4 +1,6 @@
-"""opcheck, gradients against torch's own ops, torch.compile, and the error messages."""
+"""opcheck on every op, gradients against torch's own ops, transforms (torch.func, forward mode,
+double backward), torch.compile, and the errors — every test on each device present, so a GPU
+build is tested on CPU tensors too."""
 
 from __future__ import annotations
 
@@ -8,80 +10,52 @@ import pytest
 
 torch = pytest.importorskip("torch")
 ot = pytest.importorskip("opforge.torch")
+harness = pytest.importorskip("tests.torch_adapter.harness")
 
 from torch.library import opcheck  # noqa: E402
+
+from tests.conformance.runner import TABLE, all_cases, is_data, prepare  # noqa: E402
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
-def samples(device: str):
-    """(op, args) pairs covering every op, plain and non-contiguous, float32 and half types."""
-    g = torch.Generator().manual_seed(0)
-
-    def r(*shape, dtype=torch.float32, grad=False):
-        return torch.randn(*shape, generator=g).to(device=device, dtype=dtype).requires_grad_(grad)
-
-    ops = torch.ops.opforge
-    yield ops.add.default, (r(3, 4, grad=True), r(3, 4, grad=True)), {"alpha": 0.5}
-    yield ops.add.default, (r(4, 3).t(), r(3, 4, dtype=torch.float32)), {}
-    yield ops.add.default, (r(5, dtype=torch.bfloat16), r(5, dtype=torch.bfloat16)), {}
-    yield ops.softmax.default, (r(3, 7, grad=True), 1), {}
-    yield ops.softmax.default, (r(4, 5, 6, grad=True), 0), {}
-    yield ops.softmax.default, (r(8, 16, dtype=torch.float16), -1), {}
-    yield ops.softmax_backward.default, (torch.softmax(r(3, 7), 1), r(3, 7), 1), {}
-    yield ops.argmax.default, (r(3, 7), 1, False), {}
-    yield ops.argmax.default, (r(3, 7).t(), 0, True), {}
-    for shape in ((8, 3), (4, 3, 5), (2, 3, 4, 5)):
-        yield (
-            ops.batch_norm.default,
-            (
-                r(*shape, grad=True),
-                r(3, grad=True),
-                r(3, grad=True),
-                torch.zeros(3, device=device),
-                torch.ones(3, device=device),
-                True,
-                0.1,
-                1e-5,
-            ),
-            {},
-        )
-    yield (
-        ops.batch_norm.default,
-        (
-            r(6, 3, grad=True),
-            None,
-            None,
-            torch.zeros(3, device=device),
-            torch.ones(3, device=device),
-            False,
-            0.1,
-            1e-5,
-        ),
-        {},
-    )
-    x = r(8, 3)
-    _, sm, si = ops.batch_norm(x, None, None, None, None, True, 0.1, 1e-5)
-    yield ops.batch_norm_backward.default, (r(8, 3), x, r(3), sm, si, 1e-5), {}
+def opcheck_cases():
+    """Per op and dtype its first case, plus every non-contiguous case: all ops, all dtypes."""
+    seen, chosen = set(), []
+    for case in all_cases():
+        key = (case.op, case.dtype)
+        if (key not in seen and case.values == "normal") or case.layout in ("transposed", "strided"):
+            seen.add(key)
+            chosen.append(case)
+    return chosen
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_opcheck_every_op(device):
-    seen = set()
-    for op, args, kwargs in samples(device):
-        opcheck(op, args, kwargs)
-        seen.add(op.name())
-    assert seen == {
-        f"opforge::{n}"
-        for n in (
-            "add",
-            "softmax",
-            "softmax_backward",
-            "argmax",
-            "batch_norm",
-            "batch_norm_backward",
-        )
-    }
+@pytest.mark.parametrize("case", opcheck_cases(), ids=lambda c: c.id)
+def test_opcheck(case, device):
+    p = prepare(case)
+    args = []
+    for arg in p.op.args:
+        if not arg.is_tensor:
+            args.append(p.scalars[arg.name])
+        elif p.tensors[arg.name] is None:
+            args.append(None)
+        else:
+            t = harness.tensor(
+                p.tensors[arg.name],
+                p.dtype(case, arg.name),
+                case.layout if is_data(arg) else "contiguous",
+                device,
+            )
+            if arg.name in p.op.differentiable and not arg.mutable:
+                t.requires_grad_()
+            args.append(t)
+    opcheck(getattr(torch.ops.opforge, case.op).default, tuple(args))
+
+
+def test_every_op_of_the_table_is_registered():
+    for name in TABLE.ops:
+        assert hasattr(torch.ops.opforge, name), name
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -109,22 +83,85 @@ def test_gradients_match_torch(device):
         torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
 
 
-def test_add_gradient_scales_b_by_alpha():
-    a, b = torch.randn(5, requires_grad=True), torch.randn(5, requires_grad=True)
-    ot.add(a, b, alpha=-2.5).sum().backward()
-    torch.testing.assert_close(a.grad, torch.ones(5))
-    torch.testing.assert_close(b.grad, torch.full((5,), -2.5))
-
-
-def test_inference_mode_batch_norm_gradient():
-    x = torch.randn(6, 3, requires_grad=True)
-    w = torch.rand(3, requires_grad=True)
-    rm, rv = torch.randn(3), torch.rand(3) + 0.5
+@pytest.mark.parametrize("device", DEVICES)
+def test_inference_batch_norm_gradient_matches_torch(device):
+    x = torch.randn(6, 3, device=device, requires_grad=True)
+    w = torch.rand(3, device=device, requires_grad=True)
+    rm, rv = torch.randn(3, device=device), torch.rand(3, device=device) + 0.5
     ot.batch_norm(x, w, None, rm, rv, False, 0.1, 1e-5)[0].pow(2).sum().backward()
     x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
     torch.nn.functional.batch_norm(x2, rm, rv, w2, None, False).pow(2).sum().backward()
     torch.testing.assert_close(x.grad, x2.grad)
     torch.testing.assert_close(w.grad, w2.grad)
+
+
+# --- transforms: right, or an error naming opforge; never silent zeros ---
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_func_grad_jvp_vmap_and_jacobians_match_torch(device):
+    x = torch.randn(3, 5, device=device)
+    t = torch.randn(3, 5, device=device)
+
+    def both(fn):
+        return fn(lambda v: ot.softmax(v, -1)), fn(lambda v: torch.softmax(v, -1))
+
+    for ours, native in (
+        both(lambda f: torch.func.grad(lambda v: (f(v) * t).sum())(x)),
+        both(lambda f: torch.func.jvp(f, (x,), (t,))[1]),
+        both(lambda f: torch.func.vmap(f)(x)),
+        both(lambda f: torch.func.vmap(torch.func.grad(lambda r: (f(r) * r).sum()))(x)),
+        both(lambda f: torch.func.jacrev(f)(x[0])),
+        both(lambda f: torch.func.jacfwd(f)(x[0])),
+    ):
+        torch.testing.assert_close(ours, native, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_mode_add_is_linear(device):
+    a, b = torch.randn(4, device=device), torch.randn(4, device=device)
+    _, tangent = torch.func.jvp(
+        lambda u, v: ot.add(u, v, alpha=2.0), (a, b), (torch.ones_like(a), torch.ones_like(b))
+    )
+    torch.testing.assert_close(tangent, torch.full_like(a, 3.0))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_mode_without_a_rule_raises_naming_the_op(device):
+    x = torch.randn(6, 3, device=device)
+    with pytest.raises(RuntimeError, match="opforge::batch_norm: forward-mode AD"):
+        torch.func.jvp(lambda v: ot.batch_norm(v, None, None, None, None, True)[0], (x,), (x,))
+    import torch.autograd.forward_ad as fwad
+
+    with fwad.dual_level(), pytest.raises(RuntimeError, match="opforge::batch_norm: forward-mode"):
+        ot.batch_norm(fwad.make_dual(x, x), None, None, None, None, True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_double_backward_raises_naming_the_op(device):
+    x = torch.randn(3, 5, device=device, requires_grad=True)
+    (gx,) = torch.autograd.grad((ot.softmax(x, -1) * x.detach()).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="opforge::softmax_backward has no derivative"):
+        gx.sum().backward()
+    # hessian is forward mode over reverse mode: the backward op has no forward-mode rule.
+    with pytest.raises(RuntimeError, match="opforge::softmax_backward: forward-mode AD"):
+        torch.func.hessian(lambda v: ot.softmax(v, -1).pow(2).sum())(x.detach()[0])
+    y = torch.randn(6, 3, device=device, requires_grad=True)
+    (gy,) = torch.autograd.grad(
+        ot.batch_norm(y, None, None, None, None, True)[0].pow(2).sum(), y, create_graph=True
+    )
+    with pytest.raises(RuntimeError, match="opforge::batch_norm_backward has no derivative"):
+        torch.autograd.grad(gy.sum(), y)
+
+
+def test_add_double_backward_is_exact():
+    a = torch.randn(4, requires_grad=True)
+    (ga,) = torch.autograd.grad(ot.add(a, a, alpha=2.0).pow(2).sum(), a, create_graph=True)
+    (gga,) = torch.autograd.grad(ga.sum(), a)
+    torch.testing.assert_close(gga, torch.full((4,), 18.0))
+
+
+# --- torch.compile ---
 
 
 class Tiny(torch.nn.Module):
@@ -147,7 +184,9 @@ class Tiny(torch.nn.Module):
 
 
 @pytest.mark.slow
-def test_torch_compile_traces_a_model_without_graph_breaks():
+def test_torch_compile_traces_a_model_without_graph_breaks(tmp_path, monkeypatch):
+    # A compile cache of its own: cached graphs do not know that an op's Python autograd changed.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     torch.manual_seed(0)
     model = Tiny()
     x = torch.randn(16, 8)
@@ -160,50 +199,86 @@ def test_torch_compile_traces_a_model_without_graph_breaks():
     p, i = compiled(x)
     torch.testing.assert_close(p, eager_p, rtol=1e-5, atol=1e-6)
     assert torch.equal(i, eager_i)
-    assert not torch.equal(model.running_mean, before), (
-        "the compiled graph keeps the in-place update"
-    )
+    assert not torch.equal(model.running_mean, before), "the compiled graph keeps the update"
     p.sum().backward()
     assert model.weight.grad is not None and model.linear.weight.grad is not None
 
 
-@pytest.mark.parametrize(
-    ("call", "message"),
-    [
-        (
-            lambda: ot.add(torch.ones(3, 4), torch.ones(4, 3)),
-            "opforge::add: shape mismatch: a is [3, 4] but b is [4, 3]",
-        ),
-        (
-            lambda: ot.softmax(torch.ones(3, 4), 2),
-            "opforge::softmax: dim 2 is out of range for a tensor of shape [3, 4] (valid: -2 to 1)",
-        ),
-        (
-            lambda: ot.softmax(torch.ones(3, dtype=torch.long), 0),
-            "opforge::softmax: x must be float32, float16 or bfloat16, got Long",
-        ),
-        (lambda: ot.argmax(torch.ones(3, 4), -3), "opforge::argmax: dim -3 is out of range"),
-        (
-            lambda: ot.batch_norm(torch.ones(4, 3), torch.ones(4), None, None, None, True),
-            "opforge::batch_norm: weight must have shape [3] (one per channel of x [4, 3]), got [4]",
-        ),
-        (
-            lambda: ot.batch_norm(torch.ones(4, 3), None, None, None, None, False),
-            "running_mean and running_var are required when training=False",
-        ),
-        (
-            lambda: ot.batch_norm(torch.ones(1, 3), None, None, None, None, True),
-            "training needs more than one value per channel",
-        ),
-    ],
-)
-def test_errors_name_the_op_and_the_problem(call, message):
+# --- errors: one line naming the op and the problem, on every device, never a crash ---
+
+ERRORS = [
+    (
+        lambda d: ot.add(torch.ones(3, 4, device=d), torch.ones(4, 3, device=d)),
+        "opforge::add: shape mismatch: a is [3, 4] but b is [4, 3]",
+    ),
+    (
+        lambda d: ot.add(torch.ones(3, device=d), torch.ones(3, device=d).half()),
+        "opforge::add: dtype mismatch: a is float32 but b is float16",
+    ),
+    (
+        lambda d: ot.softmax(torch.ones(3, 4, device=d), 5),
+        "opforge::softmax: dim 5 is out of range for x of shape [3, 4] (valid: -2 to 1)",
+    ),
+    (
+        lambda d: ot.softmax(torch.ones(3, dtype=torch.long, device=d), 0),
+        "opforge::softmax: x has dtype int64 (supported: float32, float16, bfloat16)",
+    ),
+    (
+        lambda d: ot.softmax(torch.ones(3, dtype=torch.float64, device=d), 0),
+        "opforge::softmax: x has dtype float64 (supported: float32, float16, bfloat16)",
+    ),
+    (
+        lambda d: ot.argmax(torch.ones(3, 4, device=d), 2, False),
+        "opforge::argmax: dim 2 is out of range for x of shape [3, 4] (valid: -2 to 1)",
+    ),
+    (
+        lambda d: ot.argmax(torch.ones(3, 0, device=d), 1),
+        "opforge::argmax: cannot reduce x of shape [3, 0] over dim 1, which has size 0",
+    ),
+    (
+        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), torch.ones(4, device=d), None, None, None, True),
+        "opforge::batch_norm: weight must have shape [3] (one per channel of x), got [4]",
+    ),
+    (
+        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), torch.ones(3, device=d).half(), None, None, None, True),
+        "opforge::batch_norm: weight must be float32, got float16",
+    ),
+    (
+        lambda d: ot.batch_norm(torch.ones(4, device=d), None, None, None, None, True),
+        "opforge::batch_norm: x must have 2 to 4 dimensions, got shape [4]",
+    ),
+    (
+        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, None, None, False),
+        "opforge::batch_norm: running_mean is required when training is false",
+    ),
+    (
+        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, torch.zeros(3, device=d), None, True),
+        "opforge::batch_norm: give running_mean and running_var together, or none of them",
+    ),
+    (
+        lambda d: ot.batch_norm(torch.ones(1, 3, device=d), None, None, None, None, True),
+        "opforge::batch_norm: needs at least 2 values per channel, got x of shape [1, 3]",
+    ),
+    (
+        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, None, None, True, 0.1, -1.0),
+        "opforge::batch_norm: eps must be at least 0",
+    ),
+    (
+        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, None, None, True, float("nan")),
+        "opforge::batch_norm: momentum must be finite, got nan",
+    ),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(("call", "message"), ERRORS, ids=[m.split(": ", 1)[1][:40] for _, m in ERRORS])
+def test_errors_name_the_op_and_the_problem(call, message, device):
     with pytest.raises(RuntimeError) as info:
-        call()
+        call(device)
     assert message in str(info.value)
 
 
 @pytest.mark.gpu
 def test_cpu_cuda_mix_is_refused():
-    with pytest.raises(RuntimeError, match="opforge::add: a is on cpu but b is on cuda:0"):
+    with pytest.raises(RuntimeError, match="opforge::add: device mismatch: b is on cuda:0"):
         ot.add(torch.ones(3), torch.ones(3, device="cuda"))

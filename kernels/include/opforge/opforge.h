@@ -51,7 +51,10 @@ typedef enum opforge_status {
   OPFORGE_ERROR_UNSUPPORTED = 2,
   /* The CUDA runtime or cuDNN reported an error. */
   OPFORGE_ERROR_CUDA = 3,
-  OPFORGE_ERROR_INTERNAL = 4
+  OPFORGE_ERROR_INTERNAL = 4,
+  /* An argument of a dtype the op does not take, or tensors whose dtypes disagree (a kind of
+     invalid argument that frameworks report as a type error). */
+  OPFORGE_ERROR_INVALID_DTYPE = 5
 } opforge_status;
 
 /* OPFORGE_ABI_VERSION of the loaded library, to detect a header/library mismatch. */

@@ -11,6 +11,7 @@ std::string list_string(const std::vector<int64_t>& v) { return shape_string(v);
 
 // Whether every element of `t` has an address of its own (no zero or interleaved strides).
 bool self_overlapping(const Tensor& t) {
+  if (t.numel() == 0) return false;
   std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size) of dims with size > 1
   for (int i = 0; i < t.ndim(); ++i) {
     if (t.shape[i] > 1) dims.emplace_back(t.strides[i] < 0 ? -t.strides[i] : t.strides[i], t.shape[i]);
@@ -111,8 +112,9 @@ void Call::dtypes(const Tensor* t, const char* name, std::initializer_list<DType
                   const char* allowed_text) {
   if (!ok() || t == nullptr) return;
   if (std::find(allowed.begin(), allowed.end(), t->dtype) == allowed.end()) {
-    invalid(std::string(name) + " has dtype " + dtype_string(t->dl_dtype) + " (supported: " +
-            allowed_text + ")");
+    reject(OPFORGE_ERROR_INVALID_DTYPE, std::string(name) + " has dtype " +
+                                            dtype_string(t->dl_dtype) + " (supported: " +
+                                            allowed_text + ")");
   }
 }
 
@@ -130,8 +132,9 @@ void Call::like(const Tensor* ref, const char* ref_name, const Tensor* t, const 
     invalid(std::string("shape mismatch: ") + ref_name + " is " + shape_string(ref->shape) +
             " but " + name + " is " + shape_string(t->shape));
   } else if (!same_dtype(t->dl_dtype, ref->dl_dtype)) {
-    invalid(std::string("dtype mismatch: ") + ref_name + " is " + dtype_string(ref->dl_dtype) +
-            " but " + name + " is " + dtype_string(t->dl_dtype));
+    reject(OPFORGE_ERROR_INVALID_DTYPE, std::string("dtype mismatch: ") + ref_name + " is " +
+                                            dtype_string(ref->dl_dtype) + " but " + name + " is " +
+                                            dtype_string(t->dl_dtype));
   }
 }
 
@@ -139,8 +142,9 @@ void Call::broadcastable(const Tensor* ref, const char* ref_name, const Tensor* 
                          const char* name) {
   if (!ok() || t == nullptr || ref == nullptr) return;
   if (!same_dtype(t->dl_dtype, ref->dl_dtype)) {
-    invalid(std::string("dtype mismatch: ") + ref_name + " is " + dtype_string(ref->dl_dtype) +
-            " but " + name + " is " + dtype_string(t->dl_dtype));
+    reject(OPFORGE_ERROR_INVALID_DTYPE, std::string("dtype mismatch: ") + ref_name + " is " +
+                                            dtype_string(ref->dl_dtype) + " but " + name + " is " +
+                                            dtype_string(t->dl_dtype));
     return;
   }
   broadcast_shape(ref, ref_name, t, name);
@@ -150,9 +154,10 @@ void Call::param_dtype(const Tensor& t, const char* name, const Tensor* like) {
   if (t.dtype == DType::kFloat32 || (like != nullptr && same_dtype(t.dl_dtype, like->dl_dtype))) {
     return;
   }
-  invalid(std::string(name) + " must be float32" +
-          (like != nullptr ? " or " + dtype_string(like->dl_dtype) : std::string()) + ", got " +
-          dtype_string(t.dl_dtype));
+  reject(OPFORGE_ERROR_INVALID_DTYPE,
+         std::string(name) + " must be float32" +
+             (like != nullptr ? " or " + dtype_string(like->dl_dtype) : std::string()) + ", got " +
+             dtype_string(t.dl_dtype));
 }
 
 void Call::channels(const Tensor* ref, const char* ref_name, const Tensor* t, const char* name,
@@ -350,8 +355,8 @@ Tensor* Call::output(DLTensor* t, const char* name, Tensor& storage,
     invalid(std::string(name) + " must have shape " + shape_string(shape) + ", got " +
             shape_string(storage.shape));
   } else if (!same_dtype(storage.dl_dtype, dtype)) {
-    invalid(std::string(name) + " must be " + dtype_string(dtype) + ", got " +
-            dtype_string(storage.dl_dtype));
+    reject(OPFORGE_ERROR_INVALID_DTYPE, std::string(name) + " must be " + dtype_string(dtype) +
+                                            ", got " + dtype_string(storage.dl_dtype));
   } else if (self_overlapping(storage)) {
     invalid(std::string(name) + " has overlapping elements (strides " +
             shape_string(storage.strides) + "); outputs need one address per element");

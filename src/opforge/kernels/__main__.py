@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from opforge.errors import OpforgeError
-from opforge.kernels import gen_c, gen_torch, optable
+from opforge.kernels import gen_c, gen_mindspore, gen_torch, optable, stable_abi
 
 _HERE = Path(__file__).resolve().parent
 
@@ -26,9 +26,21 @@ _TARGETS: dict[str, dict[str, Callable[[optable.OpTable], str]]] = {
     "torch": {
         "ops.cpp": gen_torch.cpp_source,
         "_ops.py": gen_torch.python_source,
-        "_shapes.py": lambda table: (_HERE / "shapes.py").read_text(encoding="utf-8"),
+        "_shapes.py": lambda table: _copy("shapes.py"),
+    },
+    "mindspore": {
+        "aot_ops.inc": gen_mindspore.aot_source,
+        "_ops.py": gen_mindspore.python_source,
+        "_signatures.py": gen_mindspore.signatures_source,
+        "_shapes.py": lambda table: _copy("shapes.py"),
+        "_abi.py": lambda table: _copy("abi.py"),
     },
 }
+
+
+def _copy(name: str) -> str:
+    # Framework-free modules each adapter ships a copy of (one source, several wheels).
+    return (_HERE / name).read_text(encoding="utf-8")
 
 
 def generator_sources() -> list[Path]:
@@ -55,12 +67,24 @@ def write(target: str, table_path: Path, out_dir: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     """Command line: generate a target, or list the generator's sources."""
     parser = argparse.ArgumentParser(prog="python -m opforge.kernels", description=__doc__)
-    parser.add_argument("target", choices=[*sorted(_TARGETS), "sources", "outputs"])
+    parser.add_argument(
+        "target", choices=[*sorted(_TARGETS), "sources", "outputs", "check-stable-abi"]
+    )
     parser.add_argument("table", type=Path, nargs="?")
     parser.add_argument("out_dir", type=Path, nargs="?")
     args = parser.parse_args(argv)
     if args.target == "sources":
         print(";".join(str(p) for p in generator_sources()))
+        return 0
+    if args.target == "check-stable-abi":
+        # `check-stable-abi EXTENSION`: fail if it uses anything outside LibTorch's stable ABI.
+        try:
+            stable_abi.check(args.table)
+        except OpforgeError as exc:
+            print(f"opforge: error: {exc.message}", file=sys.stderr)
+            print(f"hint: {exc.hint}", file=sys.stderr)
+            return 1
+        print(f"{args.table.name}: only LibTorch stable-ABI and runtime symbols")
         return 0
     if args.target == "outputs":
         # `outputs TARGET`: the files a target generates, relative to its output directory.

@@ -22,7 +22,14 @@ MAX_NDIM = 16
 KDL_CPU = 1
 KDL_CUDA = 2
 
-STATUS_NAMES = {0: "OK", 1: "INVALID_ARGUMENT", 2: "UNSUPPORTED", 3: "CUDA", 4: "INTERNAL"}
+STATUS_NAMES = {
+    0: "OK",
+    1: "INVALID_ARGUMENT",
+    2: "UNSUPPORTED",
+    3: "CUDA",
+    4: "INTERNAL",
+    5: "INVALID_DTYPE",
+}
 
 # DLPack (code, bits) of the dtypes the library knows.
 DTYPES = {

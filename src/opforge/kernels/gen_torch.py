@@ -206,17 +206,16 @@ def _function_class(table: OpTable, op: Op) -> list[str]:
         lines.append(f"        return {', '.join(grads)}")
     else:
         callee = table.ops[backward.op]
-        if callee.backward is None:
-            lines.append(f'        refuse_double_backward("{op.name}")')
         if back_tensors:
             lines.append(f"        {', '.join(back_tensors)}, = ctx.saved_tensors")
         call = _callee_call(callee, backward, scalar_names)
         callee_outs = [o.name for o in callee.outputs]
         lines.append(f"        {', '.join(callee_outs)}, = _as_tuple({call})")
         grads = []
-        for arg in op.args:
+        for i, arg in enumerate(op.args):
             source = backward.outputs.get(arg.name)
-            grads.append(source if source else "None")
+            # Absent optional inputs, and inputs that need none, get no gradient.
+            grads.append(f"{source} if ctx.needs_input_grad[{i}] else None" if source else "None")
         lines.append(f"        return {', '.join(grads)}")
     lines += ["", "    @staticmethod", f"    def jvp(ctx, {', '.join('tangent_' + n for n in names)}):"]
     if jvp is None:
@@ -255,7 +254,9 @@ def _callee_call(callee: Op, rule: Derivative, scalar_names: set[str]) -> str:
     for arg in callee.args:
         source = rule.args[arg.name]
         args.append(f"ctx.{source}" if source in scalar_names else source)
-    return f"call_below_autograd(_OPS.{callee.name}.default, {', '.join(args)})"
+    # Through the callee's autograd kernel: its gradient is then differentiable where the callee
+    # is, and fails naming the op where it is not.
+    return f"_OPS.{callee.name}.default({', '.join(args)})"
 
 
 def _helper(op: Op, fn: Function) -> list[str]:
@@ -291,7 +292,7 @@ def _dispatch(op: Op) -> list[str]:
     call = f"call_below_autograd(_OPS.{op.name}.default, {', '.join(names)})"
     if op.backward is not None:
         lines += [
-            f"    if needs_autograd({', '.join(tensors)}):",
+            f"    if helper_needs_autograd({', '.join(tensors)}):",
             f"        return _{op.class_name}.apply({', '.join(names)})",
             f"    return {call}",
         ]
@@ -315,11 +316,10 @@ def python_source(table: OpTable) -> str:
         "from opforge.torch._runtime import (",
         "    autograd_kernel,",
         "    call_below_autograd,",
+        "    helper_needs_autograd,",
         "    linear_tangent,",
-        "    needs_autograd,",
-        "    refuse_double_backward,",
         "    refuse_forward_mode,",
-        "    refusing_kernel,",
+        "    underivable_kernel,",
         "    sum_to,",
         "    vmap_by_loop,",
         "    zeros_if_none,",
@@ -356,7 +356,7 @@ def python_source(table: OpTable) -> str:
             ]
         elif not _integer_only(op):
             lines += [
-                f'_LIB.impl("{op.name}", refusing_kernel(_OPS.{op.name}.default, "{op.name}", '
+                f'_LIB.impl("{op.name}", underivable_kernel(_OPS.{op.name}.default, "{op.name}", '
                 f'{positions!r}), "Autograd", with_keyset=True)',
                 "",
                 "",

@@ -198,7 +198,7 @@ def test_in_container(
     try:
         wheels = dist_wheels(project, profile)
     except BuildError:
-        wheels = []  # targets without wheels (the kernel library) test through opforge.abi
+        wheels = []  # targets without wheels (the kernel library) test through opforge.kernels.abi
     run = ContainerRun(client, image.tag, project.root, fetcher.cache.root, say=say)
     for recipe in recipes:
         if recipe.test is None:

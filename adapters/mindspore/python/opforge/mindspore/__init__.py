@@ -2,9 +2,10 @@
 
 Each op wraps ``mindspore.ops.Custom(func_type="aot")`` over the AOT entry points in
 ``_aot_cpu.so`` (MindSpore's CPU device) or ``_aot_cuda.so`` (GPU), which call the shared kernel
-library bundled beside them. Wrong arguments raise TypeError/ValueError naming the op before any
-kernel runs; a kernel failure prints ``opforge.mindspore: <op>: <why>`` and :func:`last_error`
-returns that message.
+library bundled beside them; the wrappers, their shape inference and bprops are generated from the
+op table (``_ops``). Wrong arguments raise TypeError/ValueError naming the function before any
+kernel runs (in GRAPH mode while the graph compiles); a kernel failure prints
+``opforge.mindspore: <op>: <why>`` and :func:`last_error` returns that message.
 
     import opforge.mindspore as ofm
     y = ofm.softmax(x, dim=-1)
@@ -14,21 +15,7 @@ returns that message.
 from __future__ import annotations
 
 from opforge.mindspore._library import last_error
-from opforge.mindspore._ops import (
-    add,
-    argmax,
-    batch_norm,
-    batch_norm_backward,
-    softmax,
-    softmax_backward,
-)
+from opforge.mindspore._ops import *  # noqa: F403
+from opforge.mindspore._ops import __all__ as _ops_all
 
-__all__ = [
-    "add",
-    "argmax",
-    "batch_norm",
-    "batch_norm_backward",
-    "last_error",
-    "softmax",
-    "softmax_backward",
-]
+__all__ = [*_ops_all, "last_error"]

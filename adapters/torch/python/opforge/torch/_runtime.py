@@ -33,6 +33,15 @@ def needs_autograd(*tensors: torch.Tensor | None) -> bool:
     return any(t is not None and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
 
 
+def helper_needs_autograd(*tensors: torch.Tensor | None) -> bool:
+    """A helper's choice: through the op's ``autograd.Function``, or straight to its kernel.
+
+    Under torch.compile neither: the helper calls the op as it is and the compiler runs its
+    Autograd-key kernel itself (Dynamo cannot trace an ``autograd.Function`` with a ``jvp``).
+    """
+    return not _compiling() and needs_autograd(*tensors)
+
+
 def call_below_autograd(op: torch._ops.OpOverload, *args):
     """Call ``op``'s CPU/CUDA kernel directly (under torch.compile, through the dispatcher)."""
     if _compiling():
@@ -56,27 +65,46 @@ def autograd_kernel(op: torch._ops.OpOverload, function: type, tensors: tuple[in
     return kernel
 
 
-def refusing_kernel(op: torch._ops.OpOverload, name: str, tensors: tuple[int, ...]) -> Callable:
-    """The Autograd-key kernel of an op without a derivative: refuses to record a call."""
+def underivable_kernel(op: torch._ops.OpOverload, name: str, tensors: tuple[int, ...]) -> Callable:
+    """The Autograd-key kernel of an op without a derivative (a backward op).
+
+    Its outputs fail, naming the op, only if something differentiates them: a backward that
+    merely calls it works under ``create_graph=True`` and ``torch.func.grad``, while double
+    backward through it raises. Forward mode has no such delay and raises at once.
+    """
 
     def kernel(keyset, *args):
-        if needs_autograd(*(args[i] for i in tensors)):
-            raise OpforgeTransformError(
-                f"opforge::{name} has no derivative: it cannot be differentiated (this is what "
-                "double backward or forward-mode AD through an opforge op would need)"
-            )
-        return op.redispatch(keyset & _after_autograd, *args)
+        inputs = [args[i] for i in tensors]
+        if forward_ad._current_level >= 0 and any(
+            t is not None and forward_ad.unpack_dual(t).tangent is not None for t in inputs
+        ):
+            refuse_forward_mode(name)
+        outputs = op.redispatch(keyset & _after_autograd, *args)
+        if not _grad_enabled() or not any(t is not None and t.requires_grad for t in inputs):
+            return outputs
+        return _delayed_error(name, outputs, [t for t in inputs if t is not None and t.requires_grad])
 
     return kernel
 
 
-def refuse_double_backward(name: str) -> None:
-    """Raise if a backward is being differentiated (``create_graph=True``) and cannot be."""
-    if _grad_enabled():
-        raise OpforgeTransformError(
-            f"opforge::{name}: double backward (create_graph=True, torch.func.grad of a "
-            "gradient, hessian) is not supported: its backward is not differentiable"
-        )
+def _delayed_error(name: str, outputs, inputs: list[torch.Tensor]):
+    # Outputs whose graph node raises when reached; the inputs are passed through the node too,
+    # so the node stays connected to the graph that produced them and is reached.
+    single = not isinstance(outputs, tuple)
+    outputs = (outputs,) if single else outputs
+    error = torch._C._functions.DelayedError(
+        f"opforge::{name} has no derivative: double backward through an opforge op "
+        "(differentiating its gradient: create_graph=True, torch.func.grad of a gradient, "
+        "hessian) is not supported".encode(),
+        len(outputs) + len(inputs),
+    )
+    detached = []
+    for t in outputs:
+        t = t.detach()
+        t.requires_grad = True
+        detached.append(t)
+    guarded = error(*detached, *inputs)[: len(outputs)]
+    return guarded[0] if single else tuple(guarded)
 
 
 def refuse_forward_mode(name: str) -> None:

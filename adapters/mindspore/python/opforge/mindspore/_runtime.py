@@ -1,0 +1,198 @@
+"""What the generated MindSpore wrappers (``_ops.py``) share; nothing here knows an op.
+
+Each op is an ``ops.Custom(func_type="aot")`` primitive over the AOT entry points, whose last input
+is a zero-element tensor carrying the scalar arguments (``_encoding``). Before a primitive runs,
+``prepare`` checks the arguments with the kernel library's own rules (``opforge_<op>_infer``
+through ctypes), so a wrong argument raises TypeError or ValueError naming the function, in GRAPH
+mode while the graph compiles.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+from mindspore import Tensor, ops
+from mindspore import dtype as mstype
+
+from opforge.mindspore import _encoding
+from opforge.mindspore._abi import KernelError, KernelLibrary
+from opforge.mindspore._abi import Tensor as Meta
+from opforge.mindspore._library import device_kind, entry
+from opforge.mindspore._signatures import LAYOUTS, SIGNATURES
+
+_HERE = Path(__file__).resolve().parent
+
+_DTYPE_NAMES = {
+    mstype.float32: "float32",
+    mstype.float16: "float16",
+    mstype.bfloat16: "bfloat16",
+    mstype.float64: "float64",
+    mstype.int64: "int64",
+    mstype.int32: "int32",
+    mstype.int8: "int8",
+}
+
+# Output dtypes as MindSpore infers them: tensor types, not the bare number types (GRAPH mode
+# turns a 0-d output typed `int64` into a Python int).
+INT64 = mstype.TensorType(mstype.int64)
+FLOAT32 = mstype.TensorType(mstype.float32)
+
+_SPECS: dict[str, tuple] = {}
+
+
+@functools.cache
+def kernels() -> KernelLibrary:
+    """The kernel library bundled in this package, for argument checks and shape inference."""
+    return KernelLibrary(_HERE / "libopforge_kernels.so.0", SIGNATURES)
+
+
+def register(op: str, shape, dtype, bprop) -> None:
+    """Record ``op``'s shape and dtype inference and bprop for its primitive."""
+    _SPECS[op] = (shape, dtype, bprop)
+
+
+@functools.cache
+def _make_primitive(op: str, kind: str) -> ops.Custom:
+    shape, dtype, bprop = _SPECS[op]
+    return ops.Custom(
+        entry(op, kind), out_shape=shape, out_dtype=dtype, func_type="aot", bprop=bprop
+    )
+
+
+@ops.constexpr
+def primitive(op):
+    """``op``'s Custom primitive for the current device."""
+    return _make_primitive(op, device_kind())
+
+
+@ops.constexpr
+def absent():
+    """The placeholder passed for an absent optional tensor."""
+    return Tensor(np.zeros((0,), np.float32))
+
+
+@functools.lru_cache(maxsize=256)
+def _attribute_tensor(dims: tuple[int, ...]) -> Tensor:
+    # Not numpy: it refuses shapes whose other dims multiply past int64, even with a leading 0.
+    return ops.zeros((0, *dims), mstype.int8)
+
+
+def _fail(fn: str, message: str, kind: type[Exception] = ValueError) -> Exception:
+    return kind(f"opforge.mindspore.{fn}: {message}")
+
+
+def _check_scalar(fn: str, name: str, kind: str, value: object) -> None:
+    base = kind.rstrip("?")
+    if kind.endswith("?") and value is None:
+        return
+    numeric = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if base == "int" and not (isinstance(value, (int, np.integer)) and not isinstance(value, bool)):
+        raise _fail(fn, f"{name} must be an int, got {value!r}", TypeError)
+    if base == "float" and not numeric:
+        raise _fail(fn, f"{name} must be a number, got {value!r}", TypeError)
+    if base == "bool" and not isinstance(value, (bool, np.bool_)):
+        raise _fail(fn, f"{name} must be a bool, got {value!r}", TypeError)
+    if base == "int[]" and not (
+        isinstance(value, (tuple, list))
+        and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)
+    ):
+        raise _fail(fn, f"{name} must be a sequence of ints, got {value!r}", TypeError)
+    if base.startswith("str:") and value not in base[4:].split("|"):
+        allowed = ", ".join(repr(v) for v in base[4:].split("|"))
+        raise _fail(fn, f"{name} must be one of {allowed}, got {value!r}", ValueError)
+
+
+def _meta(fn: str, name: str, shape, dtype, allowed: str) -> Meta:
+    if shape is None:
+        raise _fail(fn, f"{name} has an unknown rank; opforge needs static shapes", ValueError)
+    if any(d is None or d < 0 for d in shape):
+        raise _fail(
+            fn,
+            f"{name} has a dynamic shape {list(shape)}: opforge's MindSpore ops need static "
+            "shapes (give the Cell's inputs fixed shapes)",
+        )
+    dtype_name = _DTYPE_NAMES.get(dtype)
+    if dtype_name is None:
+        raise _fail(fn, f"{name} has dtype {dtype} (supported: {allowed})", TypeError)
+    return Meta.meta(tuple(shape), dtype_name)
+
+
+def prepare(op: str, fn: str, metas: tuple, scalars: tuple) -> Tensor:
+    """Check ``op``'s arguments and return the attribute tensor carrying its scalars.
+
+    ``metas`` are ``(shape, dtype)`` per tensor argument (``None`` for an absent optional one),
+    ``scalars`` the non-tensor arguments in order.
+    """
+    layout = LAYOUTS[op]
+    arguments: dict[str, object] = {}
+    ranks = {}
+    for (name, optional, _mutable, allowed), meta in zip(layout["tensors"], metas, strict=True):
+        if meta is None:
+            if not optional:
+                raise _fail(fn, f"{name} is required", TypeError)
+            arguments[name] = None
+            continue
+        arguments[name] = _meta(fn, name, meta[0], meta[1], allowed)
+        ranks[name] = len(meta[0])
+    for (name, kind, _dim_of), value in zip(layout["scalars"], scalars, strict=True):
+        _check_scalar(fn, name, kind, value)
+        arguments[name] = tuple(value) if kind == "int[]" else value
+    try:
+        kernels().infer(op, **arguments)
+    except KernelError as exc:
+        message = exc.message.removeprefix(f"opforge_{op}: ")
+        raise _fail(fn, message, TypeError if exc.status_name == "INVALID_DTYPE" else ValueError) from None
+    items = [("flag", arguments[name] is not None) for name, optional, *_ in layout["tensors"] if optional]
+    for name, kind, dim_of in layout["scalars"]:
+        value = arguments[name]
+        if dim_of is not None and value is not None:
+            value = value % max(ranks[dim_of], 1)
+        items.append((kind, value))
+    return _attribute_tensor(_encoding.encode(items))
+
+
+def values(op: str, attrs_shape) -> dict:
+    """The presence flags and scalars an attribute shape (``attrs.shape``) carries."""
+    layout = LAYOUTS[op]
+    optional = [name for name, opt, *_ in layout["tensors"] if opt]
+    kinds = ["flag"] * len(optional) + [kind for _, kind, _ in layout["scalars"]]
+    decoded = _encoding.decode(kinds, tuple(attrs_shape)[1:])
+    result = {f"has_{name}": v for name, v in zip(optional, decoded, strict=False)}
+    result.update(
+        zip((name for name, _, _ in layout["scalars"]), decoded[len(optional) :], strict=True)
+    )
+    return result
+
+
+def attrs_for(op: str, given: dict) -> Tensor:
+    """The attribute tensor of ``op`` for already checked values (``has_<tensor>`` and scalars)."""
+    layout = LAYOUTS[op]
+    items = [("flag", given[f"has_{name}"]) for name, optional, *_ in layout["tensors"] if optional]
+    items += [(kind, given[name]) for name, kind, _ in layout["scalars"]]
+    return _attribute_tensor(_encoding.encode(items))
+
+
+@ops.constexpr
+def sum_axes(grad_shape, shape):
+    """The axes over which a gradient of ``grad_shape`` sums to an input of ``shape``."""
+    extra = len(grad_shape) - len(shape)
+    axes = list(range(extra))
+    axes += [extra + i for i, d in enumerate(shape) if d == 1 and grad_shape[extra + i] != 1]
+    return tuple(axes)
+
+
+def sum_to(grad: Tensor, shape) -> Tensor:
+    """``grad`` summed over the dims broadcasting added to an input of ``shape``."""
+    axes = sum_axes(grad.shape, shape)
+    if not axes:
+        return grad
+    return ops.reshape(ops.ReduceSum(keep_dims=True)(grad, axes), shape)
+
+
+def like(grad: Tensor, reference: Tensor) -> Tensor:
+    """A gradient in the dtype of the input it is for."""
+    if grad.dtype == reference.dtype:
+        return grad
+    return grad.astype(reference.dtype)

@@ -1,0 +1,380 @@
+"""The MindSpore adapter, generated from the op table.
+
+``aot_ops.inc``: one AOT entry point per op, reading MindSpore's parameters in the op's layout
+(tensor inputs, the attribute input, the outputs, then an updated copy of each tensor the op writes
+in place, since MindSpore kernels never write their inputs) and calling ``opforge_<op>``.
+``_signatures.py``: each op's C signature (for the ctypes checks) and layout.
+``_ops.py``: per op, the shape and dtype inference and bprop of its ``ops.Custom`` primitive, a
+compile-time argument check, and the ``opforge.mindspore`` functions of the table's entries.
+"""
+
+from __future__ import annotations
+
+from opforge.kernels.gen_c import GENERATED
+from opforge.kernels.optable import Function, Op, OpTable
+from opforge.kernels.signatures import c_signatures, param_kind
+
+
+def layout(op: Op, table: OpTable) -> dict[str, list]:
+    """The op's MindSpore layout: tensors (name, optional, mutable, allowed dtypes) and scalars."""
+    tensors = []
+    for arg in op.tensors:
+        allowed = arg.checks.get("dtypes")
+        text = ", ".join(table.dtype_sets[allowed]) if allowed else "float32"
+        tensors.append((arg.name, arg.optional, arg.mutable, text))
+    scalars = [(arg.name, param_kind(arg), arg.checks.get("dim")) for arg in op.scalars]
+    return {"tensors": tensors, "scalars": scalars}
+
+
+def signatures_source(table: OpTable) -> str:
+    """``_signatures.py``: C signatures and MindSpore layouts of every op."""
+    layouts = {name: layout(op, table) for name, op in table.ops.items()}
+    return (
+        f'"""{GENERATED}"""\n\n'
+        f"SIGNATURES = {c_signatures(table)!r}\n\n"
+        f"LAYOUTS = {layouts!r}\n"
+    )
+
+
+# --- C++ ---
+
+
+def _aot_function(op: Op) -> list[str]:
+    tensors = op.tensors
+    mutable = [a for a in tensors if a.mutable]
+    n_in = len(tensors) + 1
+    n_out = len(op.outputs) + len(mutable)
+    attrs_index = len(tensors)
+    lines = [
+        f"// {', '.join(a.name + ('?' if a.optional else '') for a in tensors)}, attrs"
+        f" -> {', '.join([o.name for o in op.outputs] + [a.name + ' (updated)' for a in mutable])}",
+        f"int {op.name}(Call& c) {{",
+        f"  c.expect_params({n_in}, {n_out});",
+        f"  Attrs attrs(c, {attrs_index});",
+    ]
+    for arg in tensors:
+        if arg.optional:
+            lines.append(f"  const bool has_{arg.name} = attrs.flag();")
+    c_args = []
+    for arg in op.args:
+        if arg.is_tensor:
+            continue
+        if arg.type == "int[]":
+            lines.append(f"  const std::vector<int64_t> {arg.name} = attrs.integers();")
+        elif arg.type == "int":
+            read = "attrs.optional_integer()" if arg.optional else "attrs.integer()"
+            lines.append(f"  const auto {arg.name} = {read};")
+        elif arg.type == "float":
+            read = "attrs.optional_real()" if arg.optional else "attrs.real()"
+            lines.append(f"  const auto {arg.name} = {read};")
+        elif arg.type == "bool":
+            lines.append(f"  const bool {arg.name} = attrs.flag();")
+        else:
+            lines.append(f"  const int {arg.name} = static_cast<int>(attrs.integer());")
+    for i, arg in enumerate(tensors):
+        if not arg.mutable:
+            lines.append(f"  DLTensor {arg.name} = c.tensor({i});")
+    for j, out in enumerate(op.outputs):
+        lines.append(f"  DLTensor {out.name} = c.tensor({n_in + j});")
+    for k, arg in enumerate(mutable):
+        slot = n_in + len(op.outputs) + k
+        source = tensors.index(arg)
+        lines.append(f"  DLTensor {arg.name}_updated = c.tensor({slot});")
+        guard = f"if (has_{arg.name}) " if arg.optional else ""
+        lines.append(f"  {guard}c.copy({slot}, {source});")
+    for arg in op.args:
+        if arg.is_tensor:
+            name = f"{arg.name}_updated" if arg.mutable else arg.name
+            c_args.append(f"optional(has_{arg.name}, {name})" if arg.optional else f"&{name}")
+        elif arg.type == "int[]":
+            c_args += [f"{arg.name}.data()", f"static_cast<int64_t>({arg.name}.size())"]
+        elif arg.optional:
+            c_args.append(f"{arg.name} ? &*{arg.name} : nullptr")
+        elif arg.type == "bool":
+            c_args.append(f"{arg.name} ? 1 : 0")
+        else:
+            c_args.append(arg.name)
+    c_args += [f"&{o.name}" for o in op.outputs]
+    lines.append(f"  return check(opforge_{op.name}({', '.join(c_args)}, c.stream()));")
+    lines += ["}", ""]
+    return lines
+
+
+def aot_source(table: OpTable) -> str:
+    """``aot_ops.inc``: the AOT entry point of every op (included by aot.cpp)."""
+    lines = [f"// {GENERATED}", "namespace opforge_ms {", ""]
+    for op in table.ops.values():
+        lines += _aot_function(op)
+    lines += ["}  // namespace opforge_ms", ""]
+    lines += [f"OPFORGE_MS_ENTRY({op.name})" for op in table.ops.values()]
+    return "\n".join(lines) + "\n"
+
+
+# --- Python ---
+
+
+def _shape_rule(rule: str, spec) -> str:
+    if rule == "like":
+        return f"_shapes.like({spec})"
+    if rule == "broadcast":
+        return f"_shapes.broadcast({spec[0]}, {spec[1]})"
+    if rule == "reduce":
+        return f"_shapes.reduce({spec['of']}, v[{spec['dim']!r}], v[{spec['keepdim']!r}])"
+    if rule == "channels":
+        return f"_shapes.channels({spec})"
+    if rule == "batch":
+        return f"_shapes.batch({spec['of']}, v[{spec['normalized']!r}])"
+    return f"_shapes.given(v[{spec!r}])"
+
+
+def _dtype_rule(rule: str, spec) -> str:
+    if rule == "like":
+        return spec
+    if rule == "broadcast":
+        return spec[0]
+    if rule == "reduce":
+        return "_rt.INT64"
+    return "_rt.FLOAT32"
+
+
+def _uses_values(op: Op) -> bool:
+    return any(o.rule in ("reduce", "batch", "shape") for o in op.outputs)
+
+
+def _inference(op: Op) -> list[str]:
+    params = ", ".join([a.name for a in op.tensors] + ["attrs"])
+    mutable = [a.name for a in op.tensors if a.mutable]
+    shapes = [f"list({_shape_rule(o.rule, o.spec)})" for o in op.outputs]
+    shapes += [f"list({name})" for name in mutable]
+    dtypes = [_dtype_rule(o.rule, o.spec) for o in op.outputs] + list(mutable)
+    lines = [f"def _{op.name}_shape({params}):"]
+    if _uses_values(op):
+        lines.append(f'    v = _rt.values("{op.name}", attrs)')
+    if len(shapes) == 1:
+        lines.append(f"    return {shapes[0]}")
+    else:
+        lines.append(f"    return ({', '.join(shapes)})")
+    lines += ["", "", f"def _{op.name}_dtype({params}):"]
+    if len(dtypes) == 1:
+        lines.append(f"    return {dtypes[0]}")
+    else:
+        lines.append(f"    return ({', '.join(dtypes)})")
+    return lines + ["", ""]
+
+
+def _bprop(table: OpTable, op: Op) -> list[str]:
+    tensors = [a.name for a in op.tensors]
+    outs = [o.name for o in op.outputs]
+    params = ", ".join([*tensors, "attrs", "out", "dout"])
+    lines = [f"def _{op.name}_bprop({params}):"]
+    multi = len(outs) + sum(a.mutable for a in op.tensors) > 1
+
+    def out_ref(name: str) -> str:
+        return f"out[{outs.index(name)}]" if multi else "out"
+
+    def grad_ref(name: str) -> str:
+        return f"dout[{outs.index(name)}]" if multi else "dout"
+
+    backward = op.backward
+    assert backward is not None
+    grads: dict[str, str] = {}
+    if backward.linear is not None:
+        lines.append(f"    v = _{op.name}_values(attrs.shape)")
+        for name, factor in backward.linear.items():
+            seed = grad_ref(outs[0])
+            scaled = seed if factor == 1 else f"{seed} * v[{factor!r}]"
+            grads[name] = f"_rt.sum_to({scaled}, {name}.shape)"
+    else:
+        callee = table.ops[backward.op]
+        lines.append(f"    callee_attrs = _{op.name}_grad_attrs(attrs.shape)")
+        args = []
+        for arg in callee.tensors:
+            source = backward.args[arg.name]
+            if source in tensors:
+                args.append(source)
+            elif source in outs:
+                args.append(out_ref(source))
+            else:
+                args.append(grad_ref(source[len("grad_") :]))
+        results = [o.name for o in callee.outputs]
+        lines.append(
+            f'    {", ".join(results)} = _rt.primitive("{callee.name}")({", ".join(args)}, callee_attrs)'
+        )
+        for target, source in backward.outputs.items():
+            grads[target] = source
+    optional = {a.name for a in op.tensors if a.optional}
+    if optional & set(grads):
+        lines.append(f"    v = _{op.name}_values(attrs.shape)")
+    returned = []
+    for name in tensors:
+        if name not in grads:
+            returned.append(f"ops.zeros_like({name})")
+        elif name in optional:
+            returned.append(
+                f"_rt.like({grads[name]}, {name}) if v['has_{name}'] else ops.zeros_like({name})"
+            )
+        else:
+            returned.append(f"_rt.like({grads[name]}, {name})")
+    returned.append("ops.zeros_like(attrs)")
+    lines.append(f"    return ({', '.join(returned)})")
+    lines += ["", ""]
+    if backward.op is not None:
+        callee = table.ops[backward.op]
+        given = []
+        for arg in callee.tensors:
+            if arg.optional:
+                source = backward.args[arg.name]
+                present = f"v['has_{source}']" if source in optional else "True"
+                given.append(f'"has_{arg.name}": {present}')
+        for arg in callee.scalars:
+            given.append(f'"{arg.name}": v[{backward.args[arg.name]!r}]')
+        lines += [
+            "@constexpr",
+            f"def _{op.name}_grad_attrs(attrs_shape):",
+            f'    v = _rt.values("{op.name}", attrs_shape)',
+            f'    return _rt.attrs_for("{callee.name}", {{{", ".join(given)}}})',
+            "",
+            "",
+        ]
+    return lines
+
+
+def _no_derivative_bprop(op: Op) -> list[str]:
+    params = ", ".join([*(a.name for a in op.tensors), "attrs", "out", "dout"])
+    lines = [f"def _{op.name}_bprop({params}):"]
+    if all(o.rule == "reduce" for o in op.outputs):
+        # Indices: nothing flows back through them.
+        zeros = [f"ops.zeros_like({a.name})" for a in op.tensors] + ["ops.zeros_like(attrs)"]
+        lines.append(f"    return ({', '.join(zeros)})")
+    else:
+        lines.append(
+            f'    raise RuntimeError("opforge.mindspore.{op.name} has no derivative: '
+            'differentiating through it (a gradient of a gradient) is not supported")'
+        )
+    return lines + ["", ""]
+
+
+def _prepare(op: Op) -> list[str]:
+    tensors = [a.name for a in op.tensors]
+    scalars = [a.name for a in op.scalars]
+    meta_params = [f"{t}_meta" for t in tensors]
+    lines = [
+        "@constexpr",
+        "@_memo",
+        f"def _{op.name}_attrs(fn, {', '.join(meta_params + scalars)}):",
+        f'    return _rt.prepare("{op.name}", fn, ({", ".join(meta_params)},), ({", ".join(scalars)}{"," if len(scalars) == 1 else ""}))',
+        "",
+        "",
+        f"def _{op.name}(fn, {', '.join(tensors + scalars)}):",
+    ]
+    metas = [f"_meta({t})" for t in tensors]
+    lines.append(f"    attrs = _{op.name}_attrs(fn, {', '.join(metas + scalars)})")
+    inputs = [f"_or_absent({a.name})" if a.optional else a.name for a in op.tensors]
+    lines.append(f'    return _rt.primitive("{op.name}")({", ".join(inputs)}, attrs)')
+    return lines + ["", ""]
+
+
+def _public(op: Op, fn: Function) -> list[str]:
+    params = []
+    star = False
+    for p in fn.params:
+        if p.keyword_only and not star:
+            params.append("*")
+            star = True
+        params.append(p.name if p.default is None else f"{p.name}={p.default}")
+    lines = [f"def {fn.name}({', '.join(params)}):", f'    """{fn.doc}"""']
+    values = []
+    for arg in op.args:
+        expr = str(fn.args[arg.name])
+        if arg.is_tensor:
+            lines.append(f'    _tensor_argument("{fn.name}", "{arg.name}", {expr}, {arg.optional})')
+        values.append(expr)
+    tensor_values = [values[i] for i, a in enumerate(op.args) if a.is_tensor]
+    scalar_values = [values[i] for i, a in enumerate(op.args) if not a.is_tensor]
+    results = [o.name for o in op.outputs] + [f"{a.name}_updated" for a in op.tensors if a.mutable]
+    lines.append(
+        f'    {", ".join(results)} = _{op.name}("{fn.name}", {", ".join(tensor_values + scalar_values)})'
+    )
+    mutable = {a.name for a in op.tensors if a.mutable}
+    if isinstance(fn.returns, tuple):
+        items = []
+        for name in fn.returns:
+            if name in mutable:
+                expr = str(fn.args[name])
+                items.append(f"None if {expr} is None else {name}_updated")
+            else:
+                items.append(name)
+        lines.append(f"    return {', '.join(items)}")
+    else:
+        lines.append(f"    return {fn.returns}")
+    return lines + ["", ""]
+
+
+def python_source(table: OpTable) -> str:
+    """``_ops.py``: inference, bprops, checks and public functions of every op."""
+    lines = [
+        f'"""{GENERATED}"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "import functools",
+        "",
+        "from mindspore import Tensor, ops",
+        "from mindspore.ops import constexpr",
+        "",
+        "from opforge.mindspore import _runtime as _rt",
+        "from opforge.mindspore import _shapes",
+        "",
+        "# Memoised: in PYNATIVE the checks run on every call, and a training loop repeats the same",
+        "# arguments (typed, so that True and 1 stay different keys; a failing check is never cached).",
+        "_memo = functools.lru_cache(maxsize=1024, typed=True)",
+        "",
+        "",
+        "def _meta(t):",
+        "    if t is None:",
+        "        return None",
+        "    return (t.shape, t.dtype)",
+        "",
+        "",
+        "def _or_absent(t):",
+        "    if t is None:",
+        "        return _rt.absent()",
+        "    return t",
+        "",
+        "",
+        "def _tensor_argument(fn, name, value, optional):",
+        "    if value is None and optional:",
+        "        return",
+        "    if not isinstance(value, Tensor):",
+        "        raise TypeError(",
+        '            f"opforge.mindspore.{fn}: {name} must be a mindspore.Tensor, got "',
+        '            f"{type(value).__name__} (wrap arrays with mindspore.Tensor(...))"',
+        "        )",
+        "",
+        "",
+    ]
+    public: list[str] = []
+    bodies: list[str] = []
+    for op in table.ops.values():
+        lines += _inference(op)
+        if op.backward is not None:
+            if op.backward.linear is not None or any(a.optional for a in op.tensors):
+                lines += [
+                    "@constexpr",
+                    f"def _{op.name}_values(attrs_shape):",
+                    f'    return _rt.values("{op.name}", attrs_shape)',
+                    "",
+                    "",
+                ]
+            lines += _bprop(table, op)
+        else:
+            lines += _no_derivative_bprop(op)
+        bprop = f"_{op.name}_bprop"
+        lines += [f'_rt.register("{op.name}", _{op.name}_shape, _{op.name}_dtype, {bprop})', "", ""]
+        lines += _prepare(op)
+        for fn in op.functions.get("mindspore", ()):
+            bodies += _public(op, fn)
+            public.append(fn.name)
+    lines += bodies
+    lines.append(f"__all__ = {sorted(public)!r}")
+    return "\n".join(lines).rstrip() + "\n"

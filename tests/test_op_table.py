@@ -1,0 +1,187 @@
+"""The op table (kernels/ops.yaml): validation errors that name file and key, every op covered
+by the conformance data and both adapters, and the Python shape rules agreeing with the kernel
+library's C++ ones."""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from opforge.errors import ConfigError
+from opforge.kernels import gen_c, gen_mindspore, gen_torch, optable, shapes
+from opforge.kernels.abi import Tensor
+from tests.conformance import ops
+from tests.conformance.runner import TABLE, all_cases, prepare
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_every_op_has_conformance_data():
+    assert set(ops.names()) == set(TABLE.ops), "one module per op under tests/conformance/ops"
+    covered = {c.op for c in all_cases()}
+    assert covered == set(TABLE.ops)
+
+
+def test_every_differentiable_op_names_a_backward_that_exists():
+    for op in TABLE.ops.values():
+        if op.backward is not None and op.backward.op:
+            assert op.backward.op in TABLE.ops
+
+
+def test_every_op_is_in_both_adapters_generated_code():
+    torch_py = gen_torch.python_source(TABLE)
+    torch_cpp = gen_torch.cpp_source(TABLE)
+    ms_py = gen_mindspore.python_source(TABLE)
+    ms_cpp = gen_mindspore.aot_source(TABLE)
+    for name in TABLE.ops:
+        assert f'register_fake("opforge::{name}")' in torch_py
+        assert f'm.impl("{name}", TORCH_BOX(&opforge_torch::{name}));' in torch_cpp
+        assert f"def _{name}(fn," in ms_py
+        assert f"OPFORGE_MS_ENTRY({name})" in ms_cpp
+
+
+def test_generation_is_deterministic():
+    again = optable.load(REPO / "kernels" / "ops.yaml")
+    for generate in (gen_c.header, gen_c.api_source, gen_torch.python_source, gen_mindspore.python_source):
+        assert generate(TABLE) == generate(again)
+
+
+# --- the Python rules (torch fake kernels, MindSpore inference) match the C++ ones ---
+
+
+def _python_shape(op, out, tensors, scalars):
+    spec = out.spec
+    shape = {k: np.shape(v) for k, v in tensors.items() if v is not None}
+    if out.rule == "like":
+        return shapes.like(shape[spec])
+    if out.rule == "broadcast":
+        return shapes.broadcast(shape[spec[0]], shape[spec[1]])
+    if out.rule == "reduce":
+        return shapes.reduce(shape[spec["of"]], scalars[spec["dim"]], scalars[spec["keepdim"]])
+    if out.rule == "channels":
+        return shapes.channels(shape[spec])
+    if out.rule == "batch":
+        return shapes.batch(shape[spec["of"]], scalars[spec["normalized"]])
+    return shapes.given(scalars[spec])
+
+
+@pytest.mark.slow
+def test_python_shape_rules_agree_with_the_library(cpu_library):
+    for case in all_cases():
+        p = prepare(case)
+        metas = {
+            name: None if values is None else Tensor.meta(np.shape(values), p.dtype(case, name))
+            for name, values in p.tensors.items()
+        }
+        described = cpu_library.infer(case.op, **metas, **p.scalars)
+        for out in p.op.outputs:
+            expected = _python_shape(p.op, out, p.tensors, p.scalars)
+            assert described[out.name].shape == tuple(expected), (case.id, out.name)
+            assert described[out.name].shape == np.shape(p.expected[out.name]), (case.id, out.name)
+
+
+@pytest.fixture(scope="module")
+def cpu_library(tmp_path_factory):
+    from tests.kernels.conftest import _built_library
+
+    return _built_library(tmp_path_factory, "cpu")
+
+
+# --- validation: each mistake is one error naming the file and the key ---
+
+GOOD = yaml.safe_load((REPO / "kernels" / "ops.yaml").read_text())
+
+
+def _table(tmp_path: Path, mutate) -> Path:
+    data = yaml.safe_load(yaml.safe_dump(GOOD))
+    mutate(data)
+    path = tmp_path / "ops.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _set(path: str, value):
+    def mutate(data):
+        *parents, last = path.split(".")
+        node = data
+        for key in parents:
+            node = node[key]
+        if value is _DELETE:
+            del node[last]
+        else:
+            node[last] = value
+
+    return mutate
+
+
+_DELETE = object()
+
+BAD = [
+    ("version", _set("version", 1), "version: expected 2, got 1"),
+    ("unknown key", _set("ops.add.shape", "x"), "ops.add.shape: unknown key"),
+    ("signature", _set("ops.add.signature", "add(a, b) -> out"), "ops.add.signature: cannot read argument 'a'"),
+    (
+        "signature name",
+        _set("ops.add.signature", "plus(Tensor a) -> Tensor out"),
+        "ops.add.signature: expected `add(Type arg, ...) -> Type out`",
+    ),
+    ("dtype set", _set("ops.softmax.inputs.x.dtypes", "floaty"), "ops.softmax.inputs.x.dtypes: unknown dtype set 'floaty'"),
+    ("tensor without checks", _set("ops.softmax.inputs.x", {}), "ops.softmax.inputs.x: say what the tensor must be"),
+    ("dim of a scalar", _set("ops.softmax.scalars.dim.dim", "dim"), "ops.softmax.scalars.dim.dim: expected the name of a tensor argument"),
+    ("output rule", _set("ops.softmax.outputs.y", {"like": "x", "channels": "x"}), "ops.softmax.outputs.y: give exactly one shape rule"),
+    ("missing output", _set("ops.softmax.outputs", {}), "ops.softmax.outputs.y: give exactly one shape rule"),
+    ("backward op", _set("ops.softmax.backward.op", "softmax_grad"), "ops.softmax.backward.op: unknown op 'softmax_grad'"),
+    (
+        "backward args",
+        _set("ops.softmax.backward.args", {"y": "y", "dy": "grad_y"}),
+        "ops.softmax.backward.args: must give exactly the arguments of softmax_backward",
+    ),
+    (
+        "backward source",
+        _set("ops.softmax.backward.args", {"y": "y", "dy": "grad_z", "dim": "dim"}),
+        "ops.softmax.backward.args.dy: 'grad_z' is not an input, output, scalar or grad_<output>",
+    ),
+    ("linear factor", _set("ops.add.backward", {"linear": {"a": 2}}), "ops.add.backward.linear.a: expected 1 or the name of a float argument"),
+    ("function args", _set("ops.add.torch", [{"def": "add(a, b)", "doc": "d", "args": {"a": "a"}, "returns": "out"}]), "ops.add.torch.0.args: must give every argument of the op"),
+    ("function expression", _set("ops.add.torch", [{"def": "add(a, b)", "doc": "d", "args": {"a": "a", "b": "c", "alpha": 1}, "returns": "out"}]), "ops.add.torch.0.args.b: 'c' is not a parameter of the function"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "message"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_mistakes_name_file_and_key(tmp_path, mutate, message):
+    path = _table(tmp_path, mutate)
+    with pytest.raises(ConfigError) as info:
+        optable.load(path)
+    assert str(info.value).startswith(f"{path}: ")
+    assert message in str(info.value)
+
+
+def test_generator_command_reports_a_bad_table_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "ops.yaml"
+    path.write_text(textwrap.dedent("""\
+        version: 2
+        ops: {}
+    """))
+    result = subprocess.run(
+        [sys.executable, "-m", "opforge.kernels", "c", str(path), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"opforge: error: {path}: ops: expected a mapping")
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_shapes_module_imports_nothing_from_a_framework():
+    spec = importlib.util.find_spec("opforge.kernels.shapes")
+    text = Path(spec.origin).read_text()
+    assert "import torch" not in text and "import mindspore" not in text and "from opforge" not in text
