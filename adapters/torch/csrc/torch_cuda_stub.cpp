@@ -3,4 +3,7 @@
 // `import torch` loaded provides the real one.
 #include <cstdint>
 
-extern "C" int32_t aoti_torch_get_current_cuda_stream(int32_t, void**) { return 1; }
+extern "C" __attribute__((visibility("default"))) int32_t aoti_torch_get_current_cuda_stream(
+    int32_t, void**) {
+  return 1;
+}
