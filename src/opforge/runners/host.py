@@ -15,7 +15,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -46,33 +47,34 @@ class HostRunner:
         with open(log_path, "a", encoding="utf-8") as log:
             log.write(f"$ {shlex.join(step.argv)}\n")
             log.flush()
-            try:
-                proc = subprocess.Popen(
-                    step.argv,
-                    cwd=step.cwd,
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                    errors="replace",
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                raise BuildError(
-                    f"step {step.name}: cannot start {step.argv[0]}: {exc.strerror}",
-                    hint="check that the tool is installed and on PATH",
-                ) from None
-            assert proc.stdout is not None
-            try:
-                with _sigterm_interrupts():
+            with _Interrupts() as interrupts:
+                try:
+                    proc = subprocess.Popen(
+                        step.argv,
+                        cwd=step.cwd,
+                        env=env,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                        errors="replace",
+                        start_new_session=True,
+                    )
+                except OSError as exc:
+                    raise BuildError(
+                        f"step {step.name}: cannot start {step.argv[0]}: {exc.strerror}",
+                        hint="check that the tool is installed and on PATH",
+                    ) from None
+                assert proc.stdout is not None
+                try:
+                    interrupts.arm()
                     for line in proc.stdout:
                         log.write(line)
                         tail.append(line.rstrip("\n"))
                         self.echo(line.rstrip("\n"))
                     code = proc.wait()
-            except BaseException:
-                _stop_group(proc)
-                raise
+                except BaseException:
+                    _stop_group(proc)
+                    raise
         if code != 0:
             shown = "\n".join(f"    {line}" for line in tail)
             raise BuildError(
@@ -82,32 +84,83 @@ class HostRunner:
             )
 
 
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """While a step runs, SIGTERM raises ``Terminated`` (by default it would end opforge at once,
-    leaving the step's processes running). Only the main thread may install handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+class _Interrupts:
+    """SIGINT and SIGTERM while a step starts and runs: until ``arm`` (the step's process exists)
+    they are held, then raised; after it, raised at once (``KeyboardInterrupt``, ``Terminated``).
+    By default SIGTERM would end opforge at once, leaving the step's processes running. Only the
+    main thread may install handlers; elsewhere the defaults stay."""
 
-    def interrupt(_signum: int, _frame: object) -> None:
-        raise Terminated()
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    def __init__(self) -> None:
+        self.armed = False
+        self.pending: int | None = None
+        self.previous: dict[int, object] = {}
+
+    def __enter__(self) -> _Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {sig: signal.signal(sig, self._handle) for sig in self._SIGNALS}
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        if self.pending is not None and not self.armed:
+            self._raise(self.pending)  # the step never started; the interruption still stands
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        if self.armed:
+            self._raise(signum)
+        self.pending = signum
+
+    def arm(self) -> None:
+        """From now on an interruption is raised; one that came meanwhile is raised now."""
+        self.armed = True
+        if self.pending is not None:
+            self._raise(self.pending)
+
+    @staticmethod
+    def _raise(signum: int) -> None:
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
-    """SIGTERM to the step's process group, then SIGKILL to whatever is left after a grace
-    period (the leader may be gone while what it started is not)."""
+    """Stop everything the step started, then reap the step's process.
+
+    The step runs in a session of its own, whose id is its pid. SIGTERM goes to its process
+    group; ninja puts each job in a group of its own and passes the signal on to them, so the
+    session's members get a grace period to finish, and whatever is left of the session (those
+    groups included) then gets SIGKILL.
+    """
     _signal_group(proc, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=_GRACE_S)
+    give_up = time.monotonic() + _GRACE_S
+    # The leader is not reaped before the end: as a zombie it keeps its pid, the session's id,
+    # from being reused.
+    while _session_members(proc.pid) and time.monotonic() < give_up:
+        time.sleep(0.05)
     _signal_group(proc, signal.SIGKILL)
+    for pid in _session_members(proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     proc.wait()
+
+
+def _session_members(session: int) -> list[int]:
+    """Live (not zombie) processes of ``session``, from /proc."""
+    members: list[int] = []
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():
+        return members
+    for entry in proc_dir.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if fields[0] != "Z" and int(fields[3]) == session:
+            members.append(int(entry.name))
+    return members
 
 
 def _signal_group(proc: subprocess.Popen, sig: signal.Signals) -> None:
