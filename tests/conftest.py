@@ -80,6 +80,7 @@ def file_server():
     """A real HTTP file server on 127.0.0.1."""
     state, running = start_file_server()
     yield state
+    state.release.set()
     running.stop()
 
 

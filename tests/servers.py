@@ -10,6 +10,7 @@ import re
 import select
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -22,6 +23,9 @@ class ServedFile:
     ranges: bool = True  # honour Range requests
     cut_first: int = 0  # this many responses stop after half the body, then the connection drops
     fail_first: int = 0  # this many responses are HTTP 503
+    announce_length: bool = True  # False: no Content-Length, the body ends when the line closes
+    trickle_s: float = 0.0  # send one byte, then wait this long, and so on
+    stall_after: int | None = None  # send this many bytes, then hold the line silent
     served: int = 0
 
 
@@ -33,6 +37,7 @@ class FileServer:
     index: dict[str, list[dict]] = field(default_factory=dict)
     log: list[tuple[str, str, str | None]] = field(default_factory=list)  # (method, path, Range)
     port: int = 0
+    release: threading.Event = field(default_factory=threading.Event)  # ends stalls
 
     def url(self, path: str) -> str:
         """Absolute URL of ``path`` on this server."""
@@ -94,12 +99,34 @@ def _file_handler(state: FileServer) -> type[http.server.BaseHTTPRequestHandler]
             if served.ranges:
                 self.send_header("Accept-Ranges", "bytes")
             part = body[start:]
-            self.send_header("Content-Length", str(len(part)))
+            if served.announce_length:
+                self.send_header("Content-Length", str(len(part)))
+            else:
+                self.send_header("Connection", "close")
+                self.close_connection = True
             self.end_headers()
+            try:
+                self._body(served, part)
+            except OSError:
+                self.close_connection = True  # the client hung up, as a bounded client may
+
+        def _body(self, served: ServedFile, part: bytes) -> None:
             if served.served <= served.fail_first + served.cut_first:
                 self.wfile.write(part[: len(part) // 2])
                 self.wfile.flush()
                 self.close_connection = True
+                return
+            if served.stall_after is not None:
+                self.wfile.write(part[: served.stall_after])
+                self.wfile.flush()
+                state.release.wait(60)
+                self.close_connection = True
+                return
+            if served.trickle_s:
+                for i in range(len(part)):
+                    self.wfile.write(part[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(served.trickle_s)
                 return
             self.wfile.write(part)
 

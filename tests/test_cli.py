@@ -138,12 +138,18 @@ def test_recipes_commands_on_this_project():
     assert valid.returncode == 0 and "valid: kernels" in valid.stdout
 
 
-def test_validate_names_the_broken_file(tmp_path):
+def test_validate_names_the_broken_file_and_every_problem(tmp_path):
     bad = tmp_path / "extra.yaml"
     bad.write_text("name: extra\nkind: cmake\n")
-    assert_user_error(
-        run("recipes", "validate", str(bad)), f"{bad}: cmake: required key is missing"
-    )
+    result = run("recipes", "validate", str(bad))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == f"opforge: error: {bad}: cmake: required key is missing (and 4 more below)"
+    assert lines[1:-1] == [
+        f"  {bad}: {key}: required key is missing"
+        for key in ("image", "outputs", "profiles", "sources")
+    ]
+    assert lines[-1].startswith("  hint: ")
 
 
 def test_build_of_unknown_target_or_profile():

@@ -6,11 +6,13 @@ import hashlib
 import os
 import socket
 import stat
+import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from opforge.errors import DigestMismatch, OfflineMiss, PinError
+from opforge.errors import ConfigError, DigestMismatch, OfflineMiss, PinError
 from opforge.pins.cache import ContentCache
 from opforge.pins.fetch import Fetcher, FetchSettings
 from opforge.pins.model import Pin
@@ -100,7 +102,9 @@ def test_persistent_truncation_gives_up_with_a_clear_error(file_server, cache):
     quick = Fetcher(cache, settings=FetchSettings(retries=2, backoff=0.0, timeout=5))
     with pytest.raises(PinError, match=r"pin blob: download failed .*gave up after 3 attempts"):
         quick.fetch(pin)
-    assert _cache_files(cache) == []
+    assert _cache_files(cache) == [f"tmp/{pin.sha256}.part"], (
+        "nothing unverified under sha256/; what arrived is kept in tmp/ to resume next time"
+    )
 
 
 def test_404_is_one_clear_error_and_not_retried(file_server, fetcher, cache):
@@ -152,8 +156,9 @@ def test_several_pins_fetch_in_parallel(file_server, fetcher):
 
 def test_fetch_many_reports_every_failure(file_server, fetcher):
     good = _pin("good", file_server.add("/good", BODY))
-    bad1 = _pin("bad1", file_server.url("/nope1"))
-    bad2 = _pin("bad2", file_server.url("/nope2"))
+    # Other digests: a pin with good's digest is served by good's cached file.
+    bad1 = _pin("bad1", file_server.url("/nope1"), body=b"one")
+    bad2 = _pin("bad2", file_server.url("/nope2"), body=b"two")
     with pytest.raises(PinError) as info:
         fetcher.fetch_many([good, bad1, bad2])
     assert "bad1" in str(info.value) and "bad2" in str(info.value)
@@ -198,3 +203,62 @@ def test_stale_partials_of_killed_downloads_are_cleared(file_server, fetcher, ca
     fetcher.fetch(_pin("blob", file_server.add("/blob.bin", BODY)))
     assert not stale.exists()
     assert fresh.exists(), "a partial that may belong to a running download is kept"
+
+
+def test_concurrent_fetches_of_one_pin_download_it_once(file_server, cache):
+    body = os.urandom(2_000)
+    pin = _pin("blob", file_server.add("/blob.bin", body, trickle_s=0.0005), body=body)
+    fetchers = [Fetcher(cache) for _ in range(4)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        paths = list(pool.map(lambda f: f.fetch(pin), fetchers))
+    assert {p.read_bytes() for p in paths} == {body}
+    assert len(file_server.requests_for("/blob.bin")) == 1, "the others waited, then used it"
+    assert _cache_files(cache) == [f"sha256/{pin.sha256[:2]}/{pin.sha256}"]
+
+
+def test_a_resumed_partial_that_does_not_match_is_downloaded_again(file_server, fetcher, cache):
+    pin = _pin("blob", file_server.add("/blob.bin", BODY))
+    cache.ensure()
+    (cache.tmp / f"{pin.sha256}.part").write_bytes(os.urandom(1000))  # not BODY's first bytes
+    assert fetcher.fetch(pin).read_bytes() == BODY
+    assert [r[2] for r in file_server.requests_for("/blob.bin")] == ["bytes=1000-", None]
+    assert _cache_files(cache) == [f"sha256/{pin.sha256[:2]}/{pin.sha256}"]
+
+
+def test_the_time_budget_covers_retries_and_their_backoff(file_server, cache):
+    pin = _pin("blob", file_server.add("/blob.bin", BODY, fail_first=100))
+    patient = Fetcher(cache, settings=FetchSettings(retries=5, backoff=2.0, deadline=0.5))
+    started = time.monotonic()
+    with pytest.raises(PinError, match=r"pin blob: .* ran out of its time budget: [\d.]+ s"):
+        patient.fetch(pin)
+    assert time.monotonic() - started < 2, "no backoff sleep outlasts the budget"
+
+
+def test_a_body_of_exactly_the_pinned_size_is_accepted_without_a_length(file_server, fetcher):
+    pin = _pin("blob", file_server.add("/blob.bin", BODY, announce_length=False), size=len(BODY))
+    assert fetcher.fetch(pin).read_bytes() == BODY
+
+
+def test_settings_refuse_negative_retries_and_empty_budgets():
+    with pytest.raises(ConfigError, match="retries must be 0 or more"):
+        FetchSettings(retries=-1)
+    with pytest.raises(ConfigError, match="time budget must be positive"):
+        FetchSettings(deadline=0)
+    with pytest.raises(ConfigError, match="size cap must be positive"):
+        FetchSettings(max_bytes=0)
+
+
+def test_a_read_only_cache_still_serves_verified_files_offline(file_server, tmp_path):
+    from tests.hostile.conftest import mount_tmpfs, remount_read_only
+
+    point = tmp_path / "mnt"
+    point.mkdir()
+    mount_tmpfs(point, "4m")
+    try:
+        cache = ContentCache(point / "cache")
+        pin = _pin("blob", file_server.add("/blob.bin", BODY))
+        Fetcher(cache).fetch(pin)
+        remount_read_only(point)
+        assert Fetcher(cache, offline=True).fetch(pin).read_bytes() == BODY
+    finally:
+        subprocess.run(["umount", "-l", str(point)], check=False)

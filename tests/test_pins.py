@@ -34,6 +34,13 @@ GOOD = "a" * 64
         ("pins:\n  x: [1, 2]\n", r"pins\.x: expected a mapping"),
         ("pinz: {}\n", r"expected a top-level `pins:` mapping"),
         ("pins:\n  x: {url: [unclosed\n", r"not valid YAML at line \d+"),
+        (
+            f"pins:\n  ../x:\n    url: http://h/x\n    sha256: {GOOD}\n",
+            r"'\.\./x': not a valid pin",
+        ),
+        (f"pins:\n  .x:\n    url: http://h/x\n    sha256: {GOOD}\n", r"'\.x': not a valid pin"),
+        (f"pins:\n  a b:\n    url: http://h/x\n    sha256: {GOOD}\n", r"'a b': not a valid pin"),
+        (f"pins:\n  1:\n    url: http://h/x\n    sha256: {GOOD}\n", r"1: a pin name must be text"),
     ],
 )
 def test_malformed_pins_name_file_and_key(tmp_path, body, expected):
@@ -233,3 +240,53 @@ def test_install_refuses_a_tampered_wheel_and_a_non_wheel(file_server, fetcher, 
     tarball = Pin("src", (file_server.add("/x.tar.gz", b"x"),), sha256(b"x"))
     with pytest.raises(PinError, match="pin src is not a wheel"):
         install_wheels([tarball], fetcher, tmp_path / "site")
+
+
+@pytest.mark.parametrize(
+    ("url", "filename"),
+    [
+        (
+            "https://h/p/torch-2.13.0-cp311-linux_x86_64.whl?x=1#f",
+            "torch-2.13.0-cp311-linux_x86_64.whl",
+        ),
+        ("https://h/p/a%20b.tar.gz", "a b.tar.gz"),
+        ("https://h/p/..%2F..%2Fescape.whl", "escape.whl"),
+        ("https://h/p/..%5C..%5Cescape.whl", "escape.whl"),
+        ("https://h/p/%2E%2E", "the-pin"),
+        ("https://h/p/.hidden", "the-pin"),
+        ("https://h/p/", "the-pin"),
+        ("https://h/p/a%0Ab", "the-pin"),
+    ],
+)
+def test_file_names_from_urls_are_plain_base_names(url, filename):
+    assert Pin("the-pin", (url,), GOOD).filename == filename
+
+
+def test_verify_refuses_a_link_and_a_wrong_size_without_touching_the_target(
+    file_server, fetcher, cache, tmp_path
+):
+    body = os.urandom(10_000)
+    pin = Pin("blob", (file_server.add("/f", body),), sha256(body), size=len(body))
+    cached = fetcher.fetch(pin)
+    elsewhere = tmp_path / "good-copy"
+    elsewhere.write_bytes(body)
+    cached.unlink()
+    cached.symlink_to(elsewhere)
+    result = cache.verify(pin)
+    assert (result.state, result.problem) == (
+        CacheState.CORRUPT,
+        "a symbolic link, not a regular file",
+    )
+    assert not cached.is_symlink() and elsewhere.read_bytes() == body
+    cached.write_bytes(body[:10])
+    assert cache.verify(pin).problem == f"10 bytes, expected {len(body)}"
+    assert not cached.exists()
+
+
+def test_update_is_not_limited_by_the_recorded_size(file_server, fetcher, tmp_path):
+    body = os.urandom(20_000)
+    url = file_server.add("/files/demo_pkg-1.0-py3-none-any.whl", body)
+    path = _write_template(tmp_path / "checksums.yaml", url, GOOD, size=10)
+    result = update_pin(path, "wheel", fetcher)
+    assert result.new.size == len(body)
+    assert load_pins(path).pins["wheel"].size == len(body)

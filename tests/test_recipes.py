@@ -178,3 +178,50 @@ def test_the_projects_own_recipes_are_valid():
     project = Project(REPO, REPO / "checksums.yaml")
     book = project.load_recipes(project.load_pins())
     assert "kernels" in book.recipes
+
+
+def test_every_problem_in_every_file_is_reported(project):
+    beta = _write(
+        project,
+        "beta",
+        BASE.format(name="beta").replace("image: devel", "image: gpu")
+        + "colour: red\nshape: round\n",
+    )
+    gamma = _write(
+        project,
+        "gamma",
+        BASE.format(name="gamma").replace("src/gamma/**/*", "src/alpha/**/*")
+        + "pins: [icu4j]\ndepends_on: [delta]\noutputs: [../escape]\n",
+    ).resolve()
+    (project.root / "src" / "gamma").mkdir()
+    (project.root / "src" / "gamma" / "CMakeLists.txt").write_text("project(g)\n")
+    with pytest.raises(RecipeError) as info:
+        _load(project)
+    lines = str(info.value).splitlines()
+    assert lines[0] == f"{beta}: colour: unknown key (allowed here: {ALLOWED}) (and 5 more below)"
+    assert lines[1:] == [
+        f"  {beta}: image: 'gpu' is not one of devel, runtime",
+        f"  {beta}: shape: unknown key (allowed here: {ALLOWED})",
+        f"  {gamma}: outputs[0]: '../escape' leaves dist/<profile> ('..' is not allowed)",
+        f"  {gamma}: pins[0]: pin 'icu4j' is not in {project.pins_path}",
+        f"  {gamma}: depends_on[0]: unknown recipe 'delta'",
+    ]
+    assert info.value.hint == "each line names the file and the key to fix"
+
+
+ALLOWED = (
+    "cmake, depends_on, description, image, kind, name, outputs, pins, profiles, "
+    "python_packages, sources, test, wheel"
+)
+
+
+def test_paths_inside_their_place_are_accepted(project):
+    (project.root / "src" / "beta" / "gen").mkdir()
+    (project.root / "src" / "beta" / "alias").symlink_to("gen")  # a link inside the project
+    _write(
+        project,
+        "beta",
+        BASE.format(name="beta").replace("outputs: [lib/libbeta.so]", "outputs: [lib/*.so*]")
+        + "wheel: {name: beta, root: python}\n",
+    )
+    assert _load(project).get("beta").wheel.root == "python"

@@ -26,6 +26,7 @@ from opforge.pins.model import load_pins
 from opforge.pins.update import update_pin
 from opforge.project import Project
 from opforge.recipes.schema import PROFILES
+from opforge.redact import mask_credentials
 from opforge.runners import RUNNER_CHOICES, resolve_runner, select_runner
 
 
@@ -58,7 +59,12 @@ def _pins_path(args: argparse.Namespace) -> Path:
 
 def _fetcher(args: argparse.Namespace) -> Fetcher:
     cache = ContentCache(Path(args.cache) if args.cache else default_cache_dir())
-    settings = FetchSettings(retries=args.retries, progress=progress_enabled())
+    settings = FetchSettings(
+        retries=args.retries,
+        deadline=args.deadline,
+        max_bytes=args.max_bytes,
+        progress=progress_enabled(),
+    )
     return Fetcher(cache, offline=args.offline, settings=settings, log=_err)
 
 
@@ -137,7 +143,7 @@ def cmd_pins_verify(args: argparse.Namespace) -> int:
             print(f"{pin.name:<22} missing")
         else:
             bad.append(pin.name)
-            print(f"{pin.name:<22} corrupt: sha256 {result.actual['sha256']} (removed from cache)")
+            print(f"{pin.name:<22} corrupt: {result.problem} (removed from cache)")
     if bad:
         raise PinError(
             f"{len(bad)} of {len(pins)} pin(s) missing or corrupt in {cache.root}",
@@ -409,11 +415,48 @@ def _fetch_options(parser: argparse.ArgumentParser, pins_file: bool = True) -> N
     )
     parser.add_argument(
         "--retries",
-        type=int,
+        type=_count,
         default=4,
         metavar="N",
         help="retries per URL on transient errors (default: 4)",
     )
+    parser.add_argument(
+        "--deadline",
+        type=_positive(float),
+        default=1800.0,
+        metavar="SECONDS",
+        help="time budget per downloaded file, retries included (default: 1800)",
+    )
+    parser.add_argument(
+        "--max-bytes",
+        type=_positive(int),
+        default=4 << 30,
+        metavar="N",
+        help="largest download accepted for a pin with no recorded size (default: 4 GiB)",
+    )
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _positive(kind: type) -> Callable[[str], float | int]:
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+        return value
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -613,9 +656,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return func(args)
     except OpforgeError as exc:
-        _err(f"opforge: error: {exc.message}")
+        _err(f"opforge: error: {mask_credentials(exc.message)}")
         if exc.hint:
-            _err(f"  hint: {exc.hint}")
+            _err(f"  hint: {mask_credentials(exc.hint)}")
         return exc.exit_code
     except KeyboardInterrupt:
         _err("opforge: interrupted")

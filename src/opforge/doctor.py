@@ -11,9 +11,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from opforge.build.toolchain import find_tool
+from opforge.redact import mask_url
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")
 
@@ -133,21 +133,12 @@ def _tool(name: str) -> Check:
     return Check(name, True, f"{tool.version} ({tool.path})")
 
 
-def mask_credentials(url: str) -> str:
-    """``http://user:secret@host`` -> ``http://user:***@host``; other text unchanged."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 def _proxies() -> Check:
     found = []
     for name in PROXY_VARIABLES:
         value = os.environ.get(name) or os.environ.get(name.lower())
         if value:
-            found.append(f"{name}={mask_credentials(value)}")
+            found.append(f"{name}={mask_url(value)}")
     if not found:
         return Check("proxies", True, "none set (direct connections)")
     return Check("proxies", True, " ".join(found))

@@ -1,25 +1,32 @@
 """A content-addressed download cache: a file lives at a path derived from its sha256.
 
-Only verified files ever appear under ``sha256/``: downloads land in ``tmp/`` on the same
-filesystem and are moved in by an atomic rename once their digest matches.
+Only verified files are ever moved under ``sha256/``: downloads land in ``tmp/`` on the same
+filesystem and are moved in by an atomic rename once their digest matches. The cache is a
+convenience, never a trust anchor: a cached file is re-verified (type, size, digests) every time
+it is used, and one that fails is removed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
+import stat
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from opforge.errors import ConfigError
-from opforge.pins.digest import hash_file
+from opforge.errors import ConfigError, PinError
+from opforge.pins.digest import hash_stream
 from opforge.pins.model import Pin
 
 _STALE_PARTIAL_S = 24 * 3600
+_LOCK_POLL_S = 0.2
+_WRITABLE_HINT = "pass --cache DIR pointing at a writable directory"
 
 
 class CacheState(Enum):
@@ -32,11 +39,24 @@ class CacheState(Enum):
 
 @dataclass(frozen=True)
 class VerifyResult:
-    """The outcome of re-hashing one cached file."""
+    """The outcome of checking one cached file; ``problem`` says what a corrupt one was."""
 
     pin: Pin
     state: CacheState
     actual: dict[str, str] | None = None
+    problem: str = ""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "named pipe"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "special file"
 
 
 class ContentCache:
@@ -49,46 +69,214 @@ class ContentCache:
 
     def ensure(self) -> None:
         """Create the cache directories, with a clear error when that is not possible."""
-        try:
-            self.blobs.mkdir(parents=True, exist_ok=True)
-            self.tmp.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot create cache directory {self.root}: {exc.strerror}",
-                hint="pass --cache DIR pointing at a writable directory",
-            ) from None
+        for directory in (self.blobs, self.tmp):
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:
+                pass  # something that is not a directory: _check_directory names it
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot create cache directory {directory}: {exc.strerror}",
+                    hint=_WRITABLE_HINT,
+                ) from None
+            self._check_directory(directory)
         self._drop_stale_partials()
 
+    @staticmethod
+    def _check_directory(directory: Path) -> None:
+        # Links inside the cache are refused: the stale-partial sweep deletes files in tmp/, and
+        # it must never delete them somewhere else.
+        info = directory.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            raise ConfigError(
+                f"cache directory {directory} is a symbolic link; opforge does not follow links "
+                "inside its cache",
+                hint=f"remove the link ({directory}); to keep the cache elsewhere, point --cache "
+                "or OPFORGE_CACHE there",
+            )
+        if not stat.S_ISDIR(info.st_mode):
+            raise ConfigError(
+                f"cache directory {directory} is not a directory",
+                hint=f"remove {directory}; opforge recreates it",
+            )
+
     def _drop_stale_partials(self) -> None:
-        # A killed process cannot clean up after itself; its partial download is garbage once
-        # no live download could still be writing it.
+        # A killed process cannot clean up after itself; its partial download is garbage once it
+        # is old and no live download holds its lock. Work through a descriptor of tmp/ itself so
+        # that nothing outside it is touched even if tmp/ were swapped for a link meanwhile.
         cutoff = time.time() - _STALE_PARTIAL_S
-        for part in self.tmp.glob("*.part"):
-            with contextlib.suppress(OSError):
-                if part.stat().st_mtime < cutoff:
-                    part.unlink()
+        try:
+            tmp_fd = os.open(self.tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return
+        try:
+            for name in os.listdir(tmp_fd):
+                if not name.endswith(".part"):
+                    continue
+                with contextlib.suppress(OSError):
+                    info = os.stat(name, dir_fd=tmp_fd, follow_symlinks=False)
+                    if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
+                        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=tmp_fd)
+                        try:
+                            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                            os.unlink(name, dir_fd=tmp_fd)
+                        finally:
+                            os.close(fd)
+        finally:
+            os.close(tmp_fd)
 
     def path_for(self, pin: Pin) -> Path:
         """Where ``pin``'s verified file lives (whether or not it is there yet)."""
         return self.blobs / pin.sha256[:2] / pin.sha256
 
     def has(self, pin: Pin) -> bool:
-        """True when a file is cached under ``pin``'s digest (not re-hashed)."""
-        return self.path_for(pin).is_file()
+        """True when a regular file is cached under ``pin``'s digest (not re-hashed)."""
+        try:
+            return stat.S_ISREG(self.path_for(pin).lstat().st_mode)
+        except OSError:
+            return False
 
-    def new_temp(self, pin: Pin) -> Path:
-        """A fresh, empty temporary file for downloading ``pin``."""
+    def verify(self, pin: Pin) -> VerifyResult:
+        """Check the cached file of ``pin`` (a regular file, its size, its digests).
+
+        A file that fails is removed so it cannot be used; an entry that cannot be removed (a
+        directory, a read-only cache) is a ``PinError`` naming it.
+        """
+        path = self.path_for(pin)
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            return VerifyResult(pin, CacheState.MISSING)
+        except NotADirectoryError:
+            raise PinError(
+                f"pin {pin.name}: cache directory {path.parent} is not a directory",
+                hint=f"remove {path.parent}; opforge recreates it",
+            ) from None
+        except OSError as exc:
+            raise PinError(f"pin {pin.name}: cannot read {path}: {exc.strerror}") from None
+        if stat.S_ISDIR(info.st_mode):
+            raise PinError(
+                f"pin {pin.name}: cache entry {path} is a directory, not a file",
+                hint=f"remove it (rm -r {path}); opforge downloads the file again",
+            )
+        if not stat.S_ISREG(info.st_mode):
+            return self._discard(pin, path, f"a {_kind(info.st_mode)}, not a regular file")
+        try:
+            # O_NOFOLLOW and fstat: what is hashed is the regular file just checked, even if the
+            # entry is swapped meanwhile; O_NONBLOCK: a pipe put there cannot hang the open.
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as exc:
+            raise PinError(f"pin {pin.name}: cannot read {path}: {exc.strerror}") from None
+        with os.fdopen(fd, "rb", buffering=0) as stream:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return self._discard(pin, path, f"a {_kind(info.st_mode)}, not a regular file")
+            if pin.size is not None and info.st_size != pin.size:
+                return self._discard(pin, path, f"{info.st_size} bytes, expected {pin.size}")
+            algorithms = ("sha256", "md5") if pin.md5 else ("sha256",)
+            actual = hash_stream(stream, algorithms)
+        expected = {"sha256": pin.sha256, "md5": pin.md5}
+        for algorithm in algorithms:
+            if actual[algorithm] != expected[algorithm]:
+                problem = f"{algorithm} {actual[algorithm]}, expected {expected[algorithm]}"
+                return self._discard(pin, path, problem, actual)
+        return VerifyResult(pin, CacheState.OK, actual)
+
+    @staticmethod
+    def _discard(
+        pin: Pin, path: Path, problem: str, actual: dict[str, str] | None = None
+    ) -> VerifyResult:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise PinError(
+                f"pin {pin.name}: cached file {path} is corrupt ({problem}) and cannot be "
+                f"removed: {exc.strerror}",
+                hint=f"remove it by hand, or {_WRITABLE_HINT}",
+            ) from None
+        return VerifyResult(pin, CacheState.CORRUPT, actual, problem)
+
+    @contextlib.contextmanager
+    def partial(
+        self, pin: Pin, wait_s: float, on_wait: Callable[[], None] = lambda: None
+    ) -> Iterator[Path]:
+        """The partial download of ``pin`` (``tmp/<sha256>.part``), locked while in use.
+
+        The name is fixed so that a download a killed process left behind is resumed by the next
+        one; the lock keeps two processes from writing it at once (the second waits up to
+        ``wait_s`` seconds). The caller removes the file, or leaves it to be resumed.
+        """
         self.ensure()
-        fd, name = tempfile.mkstemp(prefix=f"{pin.name}.", suffix=".part", dir=self.tmp)
+        path = self.tmp / f"{pin.sha256}.part"
+        give_up = time.monotonic() + wait_s
+        waited = False
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot write to cache directory {self.tmp}: {exc.strerror}",
+                    hint=_WRITABLE_HINT,
+                ) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                if not waited:
+                    on_wait()
+                    waited = True
+                if time.monotonic() > give_up:
+                    raise PinError(
+                        f"pin {pin.name}: another process kept downloading it for over "
+                        f"{wait_s:g} s",
+                        hint="let that download finish, or stop it",
+                    ) from None
+                time.sleep(_LOCK_POLL_S)
+                continue
+            # The holder before us may have committed (renamed) the file we opened: then ours is
+            # a stale name for the cached blob, and the lock must be taken on a fresh partial.
+            with contextlib.suppress(FileNotFoundError):
+                if os.fstat(fd).st_ino == os.stat(path, follow_symlinks=False).st_ino:
+                    break
+            os.close(fd)
+        try:
+            yield path
+        finally:
+            # An empty partial is no use to a later run; the inode check leaves alone a file
+            # another process made at this name after ours was committed.
+            with contextlib.suppress(OSError):
+                now = os.stat(path, follow_symlinks=False)
+                if now.st_ino == os.fstat(fd).st_ino and now.st_size == 0:
+                    os.unlink(path)
+            os.close(fd)
+
+    def new_temp(self) -> Path:
+        """A fresh, empty temporary file in ``tmp/`` (for downloads that must not be resumed)."""
+        self.ensure()
+        try:
+            fd, name = tempfile.mkstemp(prefix="fresh.", suffix=".part", dir=self.tmp)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot write to cache directory {self.tmp}: {exc.strerror}", hint=_WRITABLE_HINT
+            ) from None
         os.close(fd)
         return Path(name)
 
     def commit(self, temp: Path, pin: Pin) -> Path:
         """Move a verified temporary file into place, atomically."""
         dest = self.path_for(pin)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(temp, 0o444)
-        os.replace(temp, dest)
+        try:
+            dest.parent.mkdir(exist_ok=True)
+            os.chmod(temp, 0o444)
+            os.replace(temp, dest)
+        except OSError as exc:
+            raise PinError(
+                f"pin {pin.name}: cannot store the verified file at {dest}: {exc.strerror}",
+                hint=f"check {self.blobs} (a writable directory of directories), or "
+                f"{_WRITABLE_HINT}",
+            ) from None
         return dest
 
     def export(self, pin: Pin, dest_dir: Path) -> Path:
@@ -99,9 +287,9 @@ class ContentCache:
         """
         source = self.path_for(pin)
         dest = dest_dir / pin.filename
+        temp = dest_dir / f".{pin.filename}.{os.getpid()}.tmp"
         try:
             dest_dir.mkdir(parents=True, exist_ok=True)
-            temp = dest_dir / f".{pin.filename}.{os.getpid()}.tmp"
             temp.unlink(missing_ok=True)
             try:
                 os.link(source, temp)
@@ -109,21 +297,10 @@ class ContentCache:
                 shutil.copyfile(source, temp)
             os.replace(temp, dest)
         except OSError as exc:
+            with contextlib.suppress(OSError):
+                temp.unlink(missing_ok=True)
             raise ConfigError(
                 f"cannot place {pin.filename} in {dest_dir}: {exc.strerror}",
                 hint="pass a writable directory to --dest",
             ) from None
         return dest
-
-    def verify(self, pin: Pin) -> VerifyResult:
-        """Re-hash the cached file of ``pin``; a corrupt file is removed so it cannot be used."""
-        path = self.path_for(pin)
-        if not path.is_file():
-            return VerifyResult(pin, CacheState.MISSING)
-        algorithms = ("sha256", "md5") if pin.md5 else ("sha256",)
-        actual = hash_file(path, algorithms)
-        expected = {"sha256": pin.sha256, "md5": pin.md5}
-        if any(actual[a] != expected[a] for a in algorithms):
-            path.unlink(missing_ok=True)
-            return VerifyResult(pin, CacheState.CORRUPT, actual)
-        return VerifyResult(pin, CacheState.OK, actual)

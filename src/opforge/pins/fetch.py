@@ -1,11 +1,16 @@
-"""Downloading pins: proxies, retries with backoff, Range resume, verify, then commit.
+"""Downloading pins: proxies, retries with backoff, Range resume, bounds, verify, then commit.
 
 ``requests`` with ``trust_env`` honours HTTP(S)_PROXY, NO_PROXY and REQUESTS_CA_BUNDLE, so a
 corporate proxy and a TLS-intercepting CA need no opforge-specific setting here.
+
+Every download is bounded: in time (a budget per file, retries included, besides the per-read
+socket timeout) and in bytes (the pin's recorded size, else a cap), so a trickling or endless
+server ends in an error naming the pin instead of a hang or a full disk.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -20,10 +25,11 @@ import requests
 import urllib3
 from tqdm import tqdm
 
-from opforge.errors import DigestMismatch, OfflineMiss, PinError
-from opforge.pins.cache import ContentCache
+from opforge.errors import ConfigError, DigestMismatch, OfflineMiss, PinError
+from opforge.pins.cache import CacheState, ContentCache
 from opforge.pins.digest import hash_file
 from opforge.pins.model import Pin
+from opforge.redact import mask_credentials
 
 _PERMANENT_STATUS = {400, 401, 403, 404, 405, 410, 451}
 _CHUNK = 1 << 20
@@ -34,7 +40,15 @@ class _Transient(Exception):
 
 
 class _Permanent(Exception):
-    """A failure retrying cannot fix at this URL (404 and friends)."""
+    """A failure retrying cannot fix at this URL (404 and friends, a body over the size limit)."""
+
+
+class _OutOfTime(Exception):
+    """The file's time budget is spent; no further attempt or URL is tried."""
+
+
+class _WriteFailed(Exception):
+    """The partial file could not be written (disk full, read-only); carries the OSError."""
 
 
 def progress_enabled(stream: object = sys.stderr) -> bool:
@@ -46,12 +60,59 @@ def progress_enabled(stream: object = sys.stderr) -> bool:
 
 @dataclass
 class FetchSettings:
-    """How hard to try: attempts per URL, backoff base (seconds) and socket timeout."""
+    """How hard to try and how far: retries per URL, backoff base (s), per-read socket timeout
+    (s), the total time budget per file (s), and the byte cap for pins with no recorded size."""
 
     retries: int = 4
     backoff: float = 0.5
     timeout: float = 30.0
+    deadline: float = 1800.0
+    max_bytes: int = 4 << 30
     progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.retries < 0:
+            raise ConfigError(
+                f"retries must be 0 or more, got {self.retries}", hint="e.g. --retries 4"
+            )
+        if not self.deadline > 0:
+            raise ConfigError(
+                f"the download time budget must be positive, got {self.deadline}",
+                hint="e.g. --deadline 1800",
+            )
+        if self.max_bytes <= 0:
+            raise ConfigError(
+                f"the download size cap must be positive, got {self.max_bytes}",
+                hint="e.g. --max-bytes 4294967296",
+            )
+
+
+class _Budget:
+    """The time left for one file, shared by all its attempts and URLs."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.started = time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def left(self) -> float:
+        return self.seconds - self.elapsed()
+
+    def check(self) -> None:
+        if self.left() <= 0:
+            raise _OutOfTime()
+
+    def sleep(self, seconds: float) -> None:
+        if seconds >= self.left():
+            time.sleep(max(0.0, self.left()))
+            raise _OutOfTime()
+        time.sleep(seconds)
+
+    def timeout(self, per_read: float) -> float:
+        self.check()
+        return min(per_read, self.left())
 
 
 class Fetcher:
@@ -80,41 +141,122 @@ class Fetcher:
             self._local.session = session
         return session
 
+    def _say(self, message: str) -> None:
+        self.log(mask_credentials(message))
+
     def fetch(self, pin: Pin) -> Path:
-        """Return the cached, verified file for ``pin``, downloading it if needed."""
-        if self.cache.has(pin):
-            return self.cache.path_for(pin)
+        """Return the cached file for ``pin``, verified now, downloading it if needed.
+
+        The cached copy is re-verified on every call; a bad one is removed and downloaded again
+        (with ``offline``, that is an error naming the removed file).
+        """
+        cached = self._verified(pin)
+        if cached is not None:
+            return cached
         if self.offline:
             raise OfflineMiss(
                 f"pin {pin.name}: not in cache {self.cache.root} and --offline was given",
                 hint=f"run `opforge pins fetch {pin.name}` once with network access",
             )
-        url, temp = self.download(pin)
+        waiting = f"{pin.name}: another opforge process is downloading it; waiting"
+        with self.cache.partial(pin, self.settings.deadline, lambda: self._say(waiting)) as temp:
+            # It may have arrived while we waited for the other process.
+            cached = self._verified(pin)
+            if cached is not None:
+                return cached
+            return self._download_and_commit(pin, temp)
+
+    def _verified(self, pin: Pin) -> Path | None:
+        result = self.cache.verify(pin)
+        if result.state is CacheState.OK:
+            return self.cache.path_for(pin)
+        if result.state is CacheState.CORRUPT:
+            where = self.cache.path_for(pin)
+            if self.offline:
+                raise OfflineMiss(
+                    f"pin {pin.name}: cached file {where} was corrupt ({result.problem}) and has "
+                    "been removed; --offline was given, so it was not downloaded again",
+                    hint=f"run `opforge pins fetch {pin.name}` once with network access",
+                )
+            self._say(
+                f"{pin.name}: cached file {where} was corrupt ({result.problem}); "
+                "removed it, downloading again"
+            )
+        return None
+
+    def _download_and_commit(self, pin: Pin, temp: Path) -> Path:
+        resumed_at = temp.stat().st_size
+        if resumed_at:
+            self._say(f"{pin.name}: resuming an interrupted download at byte {resumed_at}")
+        url = self._download_into(pin, temp, self._limit(pin))
         try:
             return self._verify_and_commit(pin, url, temp)
-        finally:
-            temp.unlink(missing_ok=True)
+        except DigestMismatch:
+            if not resumed_at:
+                temp.unlink()
+                raise
+        # The earlier partial may have come from a different file: one more try from scratch.
+        self._say(f"{pin.name}: the resumed download does not match; downloading it from the start")
+        os.truncate(temp, 0)
+        url = self._download_into(pin, temp, self._limit(pin))
+        try:
+            return self._verify_and_commit(pin, url, temp)
+        except DigestMismatch:
+            temp.unlink()
+            raise
+
+    def _limit(self, pin: Pin) -> int:
+        return pin.size if pin.size is not None else self.settings.max_bytes
 
     def download(self, pin: Pin) -> tuple[str, Path]:
-        """Download ``pin`` unverified into a temporary file; return the URL that served it.
+        """Download ``pin`` unverified into a fresh temporary file; return the URL that served it.
 
-        The caller owns the temporary file and must verify and commit it, or delete it.
+        For ``pins update``: the file may have changed since it was pinned, so no earlier partial
+        is resumed and the recorded size is not a limit (the byte cap is). The caller owns the
+        temporary file and must verify and commit it, or delete it.
         """
+        temp = self.cache.new_temp()
+        try:
+            return self._download_into(pin, temp, self.settings.max_bytes), temp
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+
+    def _download_into(self, pin: Pin, temp: Path, limit: int) -> str:
+        """Fill ``temp`` from the first of ``pin``'s URLs that serves it; return that URL."""
+        budget = _Budget(self.settings.deadline)
         failures: list[str] = []
-        for url in pin.urls:
-            temp = self.cache.new_temp(pin)
+        for i, url in enumerate(pin.urls):
+            if i:
+                _empty(temp)  # a mirror starts from scratch
             try:
-                self._download(pin, url, temp)
-                return url, temp
-            except (_Transient, _Permanent) as exc:
-                temp.unlink(missing_ok=True)
+                self._download(pin, url, temp, limit, budget)
+                return url
+            except _Transient as exc:
                 failures.append(f"{url}: {exc}")
-            except BaseException:
-                temp.unlink(missing_ok=True)
-                raise
+            except _Permanent as exc:
+                _empty(temp)
+                failures.append(f"{url}: {exc}")
+            except _OutOfTime:
+                raise PinError(
+                    mask_credentials(
+                        f"pin {pin.name}: download from {url} ran out of its time budget: "
+                        f"{budget.elapsed():.1f} s elapsed of {self.settings.deadline:g} s, "
+                        f"{temp.stat().st_size} bytes received"
+                    ),
+                    hint="raise the budget with --deadline SECONDS if the network is just slow; "
+                    "what was received is kept and resumed next time",
+                ) from None
+            except _WriteFailed as exc:
+                error = exc.args[0]
+                _empty(temp)  # free the space the partial took
+                raise PinError(
+                    f"pin {pin.name}: cannot write the download to {temp.parent}: {error.strerror}",
+                    hint="free space there, or pass --cache DIR on a disk with room",
+                ) from None
         tried = "; ".join(failures)
         raise PinError(
-            f"pin {pin.name}: download failed ({tried})",
+            mask_credentials(f"pin {pin.name}: download failed ({tried})"),
             hint="check the URL and your network/proxy settings (HTTPS_PROXY, NO_PROXY), "
             "or add a mirror under `urls:`",
         )
@@ -140,54 +282,73 @@ class Fetcher:
     def _verify_and_commit(self, pin: Pin, url: str, temp: Path) -> Path:
         algorithms = ("sha256", "md5") if pin.md5 else ("sha256",)
         actual = hash_file(temp, algorithms)
+        shown = mask_credentials(url)
         for algorithm in algorithms:
             expected = pin.sha256 if algorithm == "sha256" else pin.md5
             if actual[algorithm] != expected:
                 raise DigestMismatch(
-                    f"pin {pin.name}: {algorithm} mismatch for {url}: "
+                    f"pin {pin.name}: {algorithm} mismatch for {shown}: "
                     f"expected {expected}, got {actual[algorithm]}",
                     hint=f"if the new file is trusted, re-pin it with `opforge pins update {pin.name}`",
                 )
         if pin.size is not None and temp.stat().st_size != pin.size:
             raise DigestMismatch(
-                f"pin {pin.name}: size mismatch for {url}: expected {pin.size} bytes, "
+                f"pin {pin.name}: size mismatch for {shown}: expected {pin.size} bytes, "
                 f"got {temp.stat().st_size}",
                 hint=f"re-pin with `opforge pins update {pin.name}`",
             )
         return self.cache.commit(temp, pin)
 
-    def _download(self, pin: Pin, url: str, temp: Path) -> None:
+    def _download(self, pin: Pin, url: str, temp: Path, limit: int, budget: _Budget) -> None:
+        retries = self.settings.retries
         last: Exception | None = None
-        for attempt in range(self.settings.retries + 1):
+        for attempt in range(retries + 1):
             if attempt:
-                time.sleep(self.settings.backoff * 2 ** (attempt - 1))
+                budget.sleep(self.settings.backoff * 2 ** (attempt - 1))
             try:
-                self._attempt(pin, url, temp)
+                self._attempt(pin, url, temp, limit, budget)
                 return
             except _Transient as exc:
                 last = exc
-                self.log(f"{pin.name}: {exc}; retrying ({attempt + 1}/{self.settings.retries})")
-        raise _Transient(f"{last} (gave up after {self.settings.retries + 1} attempts)")
+                if attempt < retries:
+                    self._say(f"{pin.name}: {exc}; retrying ({attempt + 1}/{retries})")
+        attempts = f"{retries + 1} attempt" + ("s" if retries else "")
+        raise _Transient(f"{last} (gave up after {attempts})")
 
-    def _attempt(self, pin: Pin, url: str, temp: Path) -> None:
+    def _attempt(self, pin: Pin, url: str, temp: Path, limit: int, budget: _Budget) -> None:
         have = temp.stat().st_size
+        if have > limit:
+            os.truncate(temp, 0)
+            have = 0
         # identity: byte ranges must address the file itself, not a compressed rendering of it.
         headers = {"Accept-Encoding": "identity"}
         if have:
             headers["Range"] = f"bytes={have}-"
+        timeout = budget.timeout(self.settings.timeout)
         try:
             with self._session().get(
-                url, stream=True, timeout=self.settings.timeout, headers=headers
+                url, stream=True, timeout=timeout, headers=headers
             ) as response:
-                self._receive(pin, response, temp, have)
+                self._receive(pin, response, temp, have, limit, budget)
         except requests.exceptions.ConnectionError as exc:
+            budget.check()
             raise _Transient(_describe_connection_error(url, exc)) from None
         except requests.exceptions.Timeout:
-            raise _Transient(f"timed out after {self.settings.timeout:g}s") from None
+            budget.check()
+            raise _Transient(f"timed out after {timeout:g}s") from None
         except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
+            budget.check()
             raise _Transient(f"transfer interrupted ({type(exc).__name__})") from None
 
-    def _receive(self, pin: Pin, response: requests.Response, temp: Path, have: int) -> None:
+    def _receive(
+        self,
+        pin: Pin,
+        response: requests.Response,
+        temp: Path,
+        have: int,
+        limit: int,
+        budget: _Budget,
+    ) -> None:
         status = response.status_code
         if status in _PERMANENT_STATUS or (400 <= status < 500 and status not in (408, 416, 429)):
             raise _Permanent(f"HTTP {status} {response.reason}")
@@ -201,14 +362,26 @@ class Fetcher:
             raise _Transient("server sent a partial response to a full request")
         if resumed and not response.headers.get("Content-Range", "").startswith(f"bytes {have}-"):
             raise _Transient("server answered the resume with a different range")
-        length = response.headers.get("Content-Length")
-        expected_total = (int(length) + (have if resumed else 0)) if length else pin.size
-        mode = "ab" if resumed else "wb"
+        start = have if resumed else 0
+        what = (
+            f"the pinned size of {limit} bytes"
+            if limit == pin.size
+            else f"the {limit} byte cap for a pin with no size (--max-bytes)"
+        )
+        length = response.headers.get("Content-Length", "")
+        expected_total = start + int(length) if length.isdigit() else pin.size
+        if length.isdigit() and expected_total > limit:
+            raise _Permanent(f"the server announced {expected_total} bytes, more than {what}")
+        try:
+            out = open(temp, "ab" if resumed else "wb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise _WriteFailed(exc) from None
+        received = start
         with (
-            open(temp, mode) as out,
+            out,
             tqdm(
                 total=expected_total,
-                initial=have if resumed else 0,
+                initial=start,
                 unit="B",
                 unit_scale=True,
                 desc=pin.name,
@@ -217,18 +390,32 @@ class Fetcher:
             ) as bar,
         ):
             # read1 hands over whatever has arrived, so a connection cut mid-transfer keeps every
-            # byte received for the resume (iter_content's buffered reads would drop them).
-            while chunk := response.raw.read1(_CHUNK):
-                out.write(chunk)
+            # byte received for the resume (iter_content's buffered reads would drop them). One
+            # byte more than the limit allows is asked for, to tell "exactly" from "too much".
+            while chunk := response.raw.read1(min(_CHUNK, limit - received + 1)):
+                if received + len(chunk) > limit:
+                    raise _Permanent(f"the server sent more than {what}; stopped there")
+                try:
+                    out.write(chunk)
+                    out.flush()
+                except OSError as exc:
+                    raise _WriteFailed(exc) from None
+                received += len(chunk)
                 bar.update(len(chunk))
-        received = temp.stat().st_size
+                budget.check()
         if expected_total is not None and received < expected_total:
             raise _Transient(f"transfer cut off at {received} of {expected_total} bytes")
 
 
+def _empty(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.truncate(path, 0)
+
+
 def _describe_connection_error(url: str, exc: Exception) -> str:
     text = str(exc)
-    host = urlsplit(url).netloc
+    parts = urlsplit(url)
+    host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
     if "ProxyError" in type(exc).__name__ or "Unable to connect to proxy" in text:
         return "cannot reach the proxy (check HTTP_PROXY/HTTPS_PROXY)"
     if "Connection refused" in text:

@@ -9,6 +9,7 @@ import requests
 
 from opforge.errors import PinError
 from opforge.pins.model import Pin
+from opforge.redact import mask_credentials
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 _PYPI_FILE_HOSTS = {"files.pythonhosted.org"}
@@ -38,23 +39,24 @@ def published_sha256(pin: Pin, index: str, timeout: float = 30.0) -> str:
     """The sha256 the index lists for ``pin``'s file; raises when it lists none."""
     project = project_of(pin.filename)
     url = f"{index}/{project}/"
+    shown = mask_credentials(url)
     try:
         response = requests.get(url, headers={"Accept": _SIMPLE_JSON}, timeout=timeout)
     except requests.exceptions.RequestException as exc:
         raise PinError(
-            f"pin {pin.name}: cannot ask the package index {url} ({type(exc).__name__})",
+            f"pin {pin.name}: cannot ask the package index {shown} ({type(exc).__name__})",
             hint="the index must answer to confirm the new digest; check network/proxy settings",
         ) from None
     if response.status_code != 200:
         raise PinError(
-            f"pin {pin.name}: package index {url} answered HTTP {response.status_code}",
+            f"pin {pin.name}: package index {shown} answered HTTP {response.status_code}",
             hint="check the pin's `index:` URL",
         )
     try:
         files = response.json()["files"]
     except (ValueError, KeyError, TypeError):
         raise PinError(
-            f"pin {pin.name}: {url} did not answer with the PEP 691 JSON simple API",
+            f"pin {pin.name}: {shown} did not answer with the PEP 691 JSON simple API",
             hint="point `index:` at a simple index that supports JSON (PyPI and devpi do)",
         ) from None
     for entry in files:
@@ -63,6 +65,6 @@ def published_sha256(pin: Pin, index: str, timeout: float = 30.0) -> str:
             if digest:
                 return str(digest)
     raise PinError(
-        f"pin {pin.name}: the index {url} lists no sha256 for {pin.filename}",
+        f"pin {pin.name}: the index {shown} lists no sha256 for {pin.filename}",
         hint="check that the URL is the index's own file URL",
     )

@@ -8,8 +8,10 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from opforge.errors import ConfigError, PinError
-from opforge.yamlfile import parse_yaml
+from opforge.yamlfile import read_yaml_file
 
+# A pin's name reaches file names, CMake variables and log lines: letters, digits, '.', '_', '-'.
+_PIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _PIN_KEYS = {"url", "urls", "sha256", "md5", "size", "index", "description"}
@@ -29,12 +31,27 @@ class Pin:
 
     @property
     def filename(self) -> str:
-        """The file's own name, taken from its first URL (fragment and query dropped)."""
-        return unquote(urlsplit(self.urls[0]).path.rsplit("/", 1)[-1]) or self.name
+        """The file's own name, from its first URL (fragment and query dropped), reduced to a
+        plain base name; the pin's name where the URL gives none that is safe to write."""
+        return safe_basename(urlsplit(self.urls[0]).path) or self.name
 
     def with_digests(self, sha256: str, md5: str | None, size: int | None) -> Pin:
         """A copy of this pin recording other digests (used by ``pins update``)."""
         return Pin(self.name, self.urls, sha256, md5, size, self.index, self.description)
+
+
+def safe_basename(url_path: str) -> str | None:
+    """The last component of a URL path, decoded, if it is usable as a file name in a directory.
+
+    Decoding can reveal separators (``..%2F..%2Fx``), so the decoded name is split again; ``.``,
+    ``..``, hidden names, control characters and over-long names give ``None``.
+    """
+    name = re.split(r"[/\\]", unquote(url_path))[-1]
+    if not name or name.startswith(".") or len(name.encode()) > 255:
+        return None
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return None
+    return name
 
 
 @dataclass(frozen=True)
@@ -63,6 +80,12 @@ def _where(path: Path, *keys: str) -> str:
 
 
 def _parse_pin(path: Path, name: str, raw: object, unpinned_ok: bool) -> Pin:
+    if not _PIN_NAME.match(name):
+        raise ConfigError(
+            f"{_where(path, 'pins')}: {name!r}: not a valid pin name",
+            hint="a pin name is up to 100 letters, digits, '.', '_' or '-', starting with a "
+            "letter or digit",
+        )
     if not isinstance(raw, dict):
         raise ConfigError(
             f"{_where(path, 'pins', name)}: expected a mapping with url and sha256, "
@@ -133,15 +156,12 @@ def load_pins(path: Path, *, unpinned_ok: bool = False) -> PinSet:
     With ``unpinned_ok`` a pin may leave ``sha256`` empty (a new pin awaiting ``pins update``).
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_yaml_file(path)
     except FileNotFoundError:
         raise ConfigError(
             f"pins file {path} does not exist",
             hint="pass --pins FILE, or run from the project root that holds checksums.yaml",
         ) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read pins file {path}: {exc.strerror}") from None
-    data = parse_yaml(path, text)
     if not isinstance(data, dict) or "pins" not in data:
         raise ConfigError(
             f"{path}: expected a top-level `pins:` mapping",
@@ -155,7 +175,12 @@ def load_pins(path: Path, *, unpinned_ok: bool = False) -> PinSet:
     raw_pins = data["pins"] or {}
     if not isinstance(raw_pins, dict):
         raise ConfigError(f"{path}: pins: expected a mapping of name -> pin")
-    pins = {
-        str(name): _parse_pin(path, str(name), raw, unpinned_ok) for name, raw in raw_pins.items()
-    }
+    pins = {}
+    for name, raw in raw_pins.items():
+        if not isinstance(name, str):
+            raise ConfigError(
+                f"{_where(path, 'pins')}: {name!r}: a pin name must be text",
+                hint="quote the name if YAML reads it as a number or a boolean",
+            )
+        pins[name] = _parse_pin(path, name, raw, unpinned_ok)
     return PinSet(path, pins)

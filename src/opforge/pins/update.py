@@ -11,6 +11,7 @@ from opforge.pins.fetch import Fetcher
 from opforge.pins.index import index_for, published_sha256
 from opforge.pins.model import Pin, load_pins
 from opforge.pins.rewrite import rewrite_pin
+from opforge.redact import mask_credentials
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,10 @@ def update_pin(pins_path: Path, name: str, fetcher: Fetcher) -> PinUpdate:
             listed = published_sha256(old, index, timeout=fetcher.settings.timeout)
             if listed != digests["sha256"]:
                 raise DigestMismatch(
-                    f"pin {name}: {url} served a file with sha256 {digests['sha256']}, "
-                    f"but the index {index} lists {listed}",
+                    mask_credentials(
+                        f"pin {name}: {url} served a file with sha256 {digests['sha256']}, "
+                        f"but the index {index} lists {listed}"
+                    ),
                     hint="the download was altered on the way (proxy, mirror); the pin was "
                     "left unchanged",
                 )

@@ -1,4 +1,5 @@
-"""Loading and validating recipes: schema, then cross-references (pins, dependencies, cycles)."""
+"""Loading and validating recipes: schema, then paths and cross-references (pins, dependencies,
+cycles). Every problem found is reported, not only the first."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import jsonschema
 from opforge.errors import RecipeError
 from opforge.pins.model import PinSet
 from opforge.recipes.model import Recipe, recipe_from_dict
+from opforge.recipes.paths import lexical_problem, link_problem
 from opforge.recipes.schema import RECIPE_SCHEMA
-from opforge.yamlfile import parse_yaml
+from opforge.yamlfile import read_yaml_file
 
 _VALIDATOR = jsonschema.Draft202012Validator(RECIPE_SCHEMA)
+_SCHEMA_HINT = "see the recipe schema in README.md"
 
 
 def _key_path(parts: list) -> str:
@@ -25,63 +28,112 @@ def _key_path(parts: list) -> str:
     return text or "(top level)"
 
 
-def _describe(error: jsonschema.ValidationError) -> tuple[str, str]:
-    """A (key path, problem) pair for a schema error, in recipe-author terms."""
+def _describe(error: jsonschema.ValidationError) -> list[tuple[str, str]]:
+    """(key path, problem) pairs for a schema error, in recipe-author terms."""
     where = list(error.absolute_path)
     schema = error.schema
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         allowed = set(schema.get("properties", {}))
-        unknown = sorted(k for k in error.instance if k not in allowed)
+        unknown = sorted(str(k) for k in error.instance if k not in allowed)
         if unknown and allowed:
-            return _key_path([*where, unknown[0]]), (
-                f"unknown key (allowed here: {', '.join(sorted(allowed))})"
-            )
+            return [
+                (
+                    _key_path([*where, key]),
+                    f"unknown key (allowed here: {', '.join(sorted(allowed))})",
+                )
+                for key in unknown
+            ]
     if "propertyNames" in error.schema_path:
         # A bad mapping key is reported against its parent; point at the key itself.
-        return _key_path([*where, error.instance]), (
-            f"unknown name (allowed: {', '.join(schema['enum'])})"
-        )
+        return [
+            (
+                _key_path([*where, error.instance]),
+                f"unknown name (allowed: {', '.join(schema['enum'])})",
+            )
+        ]
     if error.validator == "required":
         missing = error.message.split("'")[1]
-        return _key_path([*where, missing]), "required key is missing"
+        return [(_key_path([*where, missing]), "required key is missing")]
     if error.validator == "enum":
-        return _key_path(
-            where
-        ), f"{error.instance!r} is not one of {', '.join(map(str, schema['enum']))}"
+        return [
+            (
+                _key_path(where),
+                f"{error.instance!r} is not one of {', '.join(map(str, schema['enum']))}",
+            )
+        ]
     if error.validator == "type":
         expected = schema["type"]
         expected = " or ".join(expected) if isinstance(expected, list) else expected
-        return _key_path(where), f"expected {expected}, got {type(error.instance).__name__}"
+        return [(_key_path(where), f"expected {expected}, got {type(error.instance).__name__}")]
     if error.validator == "pattern":
-        return _key_path(where), f"{error.instance!r} must be lowercase letters, digits and '-'"
-    return _key_path(where), error.message
+        return [(_key_path(where), f"{error.instance!r} must be lowercase letters, digits and '-'")]
+    return [(_key_path(where), error.message)]
 
 
-def _best_error(raw: object) -> jsonschema.ValidationError | None:
-    errors = sorted(_VALIDATOR.iter_errors(raw), key=lambda e: (len(e.absolute_path), e.message))
-    if not errors:
+@dataclass(frozen=True)
+class _Problem:
+    """One thing wrong with a recipe: the line naming file and key, and how to fix it."""
+
+    text: str
+    hint: str | None = None
+
+
+def _raise_if_any(problems: list[_Problem]) -> None:
+    """One ``RecipeError`` for all problems: its first line is the first problem, complete, and
+    the others follow one per line."""
+    if not problems:
+        return
+    first, rest = problems[0], problems[1:]
+    if not rest:
+        raise RecipeError(first.text, hint=first.hint)
+    hints = {p.hint for p in problems}
+    lines = "".join(f"\n  {p.text}" for p in rest)
+    raise RecipeError(
+        f"{first.text} (and {len(rest)} more below){lines}",
+        hint=hints.pop() if len(hints) == 1 else "each line names the file and the key to fix",
+    )
+
+
+def _schema_problems(path: Path, raw: dict) -> list[_Problem]:
+    errors = list(_VALIDATOR.iter_errors(raw))
+    # Prefer errors from a real branch over the generic if/then wrapper.
+    concrete = [e for e in errors if e.validator not in ("allOf", "if")] or errors
+    texts: dict[str, None] = {}
+    for error in concrete:
+        for key, problem in _describe(error):
+            texts.setdefault(f"{path}: {key}: {problem}")
+    return [_Problem(text, _SCHEMA_HINT) for text in sorted(texts)]
+
+
+def _read_recipe(path: Path, problems: list[_Problem]) -> Recipe | None:
+    """The recipe at ``path`` if it reads and passes the schema; else its problems are added."""
+    try:
+        raw = read_yaml_file(path, RecipeError)
+    except FileNotFoundError:
+        problems.append(_Problem(f"{path}: no such recipe file"))
         return None
-    # Prefer an error from a real branch over the generic if/then wrapper.
-    concrete = [e for e in errors if e.validator not in ("allOf", "if")]
-    return (concrete or errors)[0]
+    except RecipeError as exc:
+        problems.append(_Problem(exc.message, exc.hint))
+        return None
+    if not isinstance(raw, dict):
+        problems.append(
+            _Problem(f"{path}: expected a mapping at the top level", "see recipes/kernels.yaml")
+        )
+        return None
+    found = _schema_problems(path, raw)
+    if found:
+        problems.extend(found)
+        return None
+    return recipe_from_dict(path, raw)
 
 
 def parse_recipe(path: Path) -> Recipe:
-    """Read one recipe file and check it against the schema."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RecipeError(f"{path}: cannot read: {exc.strerror}") from None
-    raw = parse_yaml(path, text, RecipeError)
-    if not isinstance(raw, dict):
-        raise RecipeError(
-            f"{path}: expected a mapping at the top level", hint="see recipes/kernels.yaml"
-        )
-    error = _best_error(raw)
-    if error is not None:
-        key, problem = _describe(error)
-        raise RecipeError(f"{path}: {key}: {problem}", hint="see the recipe schema in README.md")
-    return recipe_from_dict(path, raw)
+    """Read one recipe file and check it against the schema; the error lists every problem."""
+    problems: list[_Problem] = []
+    recipe = _read_recipe(path, problems)
+    _raise_if_any(problems)
+    assert recipe is not None
+    return recipe
 
 
 @dataclass(frozen=True)
@@ -120,53 +172,99 @@ def is_bare_name(requirement: str) -> bool:
     return re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement) is not None
 
 
-def _check_references(recipes: dict[str, Recipe], pins: PinSet, root: Path) -> None:
+def _path_problems(recipe: Recipe, root: Path) -> list[_Problem]:
+    """Sources and the CMake source dir must stay in the project, outputs and the wheel root in
+    the install prefix; a source pattern must match something."""
+    found: list[_Problem] = []
+    where = recipe.path
+
+    def add(key: str, problem: str, hint: str) -> None:
+        found.append(_Problem(f"{where}: {key}: {problem}", hint))
+
+    for i, pattern in enumerate(recipe.sources):
+        problem = lexical_problem(pattern, "the project root") or link_problem(root, pattern)
+        if problem:
+            add(f"sources[{i}]", problem, "sources are globs inside the project")
+        elif not any(root.glob(pattern)):
+            add(
+                f"sources[{i}]",
+                f"{pattern!r} matches no file under {root}",
+                "source patterns are globs relative to the project root",
+            )
+    if recipe.cmake:
+        source_dir = recipe.cmake.source_dir
+        problem = lexical_problem(source_dir, "the project root") or link_problem(root, source_dir)
+        if problem:
+            add("cmake.source_dir", problem, "source_dir is a directory inside the project")
+        elif not (root / source_dir / "CMakeLists.txt").is_file():
+            add(
+                "cmake.source_dir",
+                f"{source_dir!r} has no CMakeLists.txt",
+                "source_dir is relative to the project root",
+            )
+    prefix = "dist/<profile>"
+    for i, pattern in enumerate(recipe.outputs):
+        problem = lexical_problem(pattern, prefix)
+        if problem:
+            add(f"outputs[{i}]", problem, f"outputs are globs under the install prefix {prefix}")
+    if recipe.wheel:
+        problem = lexical_problem(recipe.wheel.root, prefix)
+        if problem:
+            add("wheel.root", problem, f"the wheel root is a directory under {prefix}")
+    return found
+
+
+def _reference_problems(recipes: dict[str, Recipe], pins: PinSet) -> list[_Problem]:
+    found: list[_Problem] = []
     for recipe in recipes.values():
         for i, pin in enumerate(recipe.pins):
             if pin not in pins.pins:
-                raise RecipeError(
-                    f"{recipe.path}: pins[{i}]: pin {pin!r} is not in {pins.path}",
-                    hint=f"add {pin!r} to {pins.path.name} or remove it from the recipe",
+                found.append(
+                    _Problem(
+                        f"{recipe.path}: pins[{i}]: pin {pin!r} is not in {pins.path}",
+                        f"add {pin!r} to {pins.path.name} or remove it from the recipe",
+                    )
                 )
         for i, dep in enumerate(recipe.depends_on):
             if dep not in recipes:
-                raise RecipeError(
-                    f"{recipe.path}: depends_on[{i}]: unknown recipe {dep!r}",
-                    hint=f"known recipes: {', '.join(sorted(recipes))}",
-                )
-        for i, pattern in enumerate(recipe.sources):
-            if not any(root.glob(pattern)):
-                raise RecipeError(
-                    f"{recipe.path}: sources[{i}]: {pattern!r} matches no file under {root}",
-                    hint="source patterns are globs relative to the project root",
+                found.append(
+                    _Problem(
+                        f"{recipe.path}: depends_on[{i}]: unknown recipe {dep!r}",
+                        f"known recipes: {', '.join(sorted(recipes))}",
+                    )
                 )
         for i, requirement in enumerate(recipe.wheel.requires if recipe.wheel else ()):
             if is_bare_name(requirement) and requirement not in recipe.python_packages:
-                raise RecipeError(
-                    f"{recipe.path}: wheel.requires[{i}]: {requirement!r} has no version and is not "
-                    "in python_packages, so there is no built-against version to pin it to",
-                    hint=f"add {requirement!r} to python_packages, or give a version "
-                    f"({requirement}==X.Y or {requirement}<X)",
+                found.append(
+                    _Problem(
+                        f"{recipe.path}: wheel.requires[{i}]: {requirement!r} has no version and "
+                        "is not in python_packages, so there is no built-against version to pin "
+                        "it to",
+                        f"add {requirement!r} to python_packages, or give a version "
+                        f"({requirement}==X.Y or {requirement}<X)",
+                    )
                 )
-        if recipe.cmake and not (root / recipe.cmake.source_dir / "CMakeLists.txt").is_file():
-            raise RecipeError(
-                f"{recipe.path}: cmake.source_dir: {recipe.cmake.source_dir!r} has no CMakeLists.txt",
-                hint="source_dir is relative to the project root",
-            )
-    graph = {name: list(r.depends_on) for name, r in recipes.items()}
+    graph = {name: [d for d in r.depends_on if d in recipes] for name, r in recipes.items()}
     try:
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as exc:
         cycle = exc.args[1]
-        first = recipes[cycle[0]]
-        raise RecipeError(
-            f"{first.path}: depends_on: dependency cycle {' -> '.join(reversed(cycle))}",
-            hint="remove one of the depends_on entries in that cycle",
-        ) from None
+        found.append(
+            _Problem(
+                f"{recipes[cycle[0]].path}: depends_on: dependency cycle "
+                f"{' -> '.join(reversed(cycle))}",
+                "remove one of the depends_on entries in that cycle",
+            )
+        )
+    return found
 
 
 def load_recipes(paths: list[Path], pins: PinSet, root: Path) -> RecipeBook:
-    """Parse, validate and cross-check the recipe files at ``paths`` (files or directories)."""
+    """Parse, validate and cross-check the recipe files at ``paths`` (files or directories).
+
+    Every problem in every file is collected and reported together in one ``RecipeError``.
+    """
+    problems: list[_Problem] = []
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
@@ -174,15 +272,23 @@ def load_recipes(paths: list[Path], pins: PinSet, root: Path) -> RecipeBook:
         elif path.is_file():
             files.append(path)
         else:
-            raise RecipeError(f"{path}: no such recipe file or directory")
+            problems.append(_Problem(f"{path}: no such recipe file or directory"))
     recipes: dict[str, Recipe] = {}
     for file in files:
-        recipe = parse_recipe(file)
+        recipe = _read_recipe(file, problems)
+        if recipe is None:
+            continue
         if recipe.name in recipes:
-            raise RecipeError(
-                f"{file}: name: {recipe.name!r} is already defined in {recipes[recipe.name].path}",
-                hint="each recipe needs a unique name",
+            problems.append(
+                _Problem(
+                    f"{file}: name: {recipe.name!r} is already defined in "
+                    f"{recipes[recipe.name].path}",
+                    "each recipe needs a unique name",
+                )
             )
+            continue
+        problems.extend(_path_problems(recipe, root))
         recipes[recipe.name] = recipe
-    _check_references(recipes, pins, root)
+    problems.extend(_reference_problems(recipes, pins))
+    _raise_if_any(problems)
     return RecipeBook(recipes)

@@ -1,12 +1,21 @@
-"""The host runner: build steps as subprocesses of this machine."""
+"""The host runner: build steps as subprocesses of this machine.
+
+Each step runs in a process group of its own, and when opforge is interrupted (SIGINT) or
+terminated (SIGTERM) while a step runs, the whole group (cmake, ninja, the compilers they
+started) is stopped before opforge exits: nothing keeps building into a tree nobody owns.
+"""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -15,6 +24,11 @@ from opforge.errors import BuildError
 from opforge.runners.base import Step
 
 _TAIL_LINES = 25
+_GRACE_S = 5.0
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived; handled as an interruption, so the CLI ends with one line, no traceback."""
 
 
 class HostRunner:
@@ -33,27 +47,34 @@ class HostRunner:
         with open(log_path, "a", encoding="utf-8") as log:
             log.write(f"$ {shlex.join(step.argv)}\n")
             log.flush()
-            try:
-                proc = subprocess.Popen(
-                    step.argv,
-                    cwd=step.cwd,
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                    errors="replace",
-                )
-            except OSError as exc:
-                raise BuildError(
-                    f"step {step.name}: cannot start {step.argv[0]}: {exc.strerror}",
-                    hint="check that the tool is installed and on PATH",
-                ) from None
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log.write(line)
-                tail.append(line.rstrip("\n"))
-                self.echo(line.rstrip("\n"))
-            code = proc.wait()
+            with _Interrupts() as interrupts:
+                try:
+                    proc = subprocess.Popen(
+                        step.argv,
+                        cwd=step.cwd,
+                        env=env,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                        errors="replace",
+                        start_new_session=True,
+                    )
+                except OSError as exc:
+                    raise BuildError(
+                        f"step {step.name}: cannot start {step.argv[0]}: {exc.strerror}",
+                        hint="check that the tool is installed and on PATH",
+                    ) from None
+                assert proc.stdout is not None
+                try:
+                    interrupts.arm()
+                    for line in proc.stdout:
+                        log.write(line)
+                        tail.append(line.rstrip("\n"))
+                        self.echo(line.rstrip("\n"))
+                    code = proc.wait()
+                except BaseException:
+                    _stop_group(proc)
+                    raise
         if code != 0:
             shown = "\n".join(f"    {line}" for line in tail)
             raise BuildError(
@@ -61,6 +82,90 @@ class HostRunner:
                 f"  last lines of {log_path}:\n{shown}",
                 hint=f"the full log is {log_path}",
             )
+
+
+class _Interrupts:
+    """SIGINT and SIGTERM while a step starts and runs: until ``arm`` (the step's process exists)
+    they are held, then raised; after it, raised at once (``KeyboardInterrupt``, ``Terminated``).
+    By default SIGTERM would end opforge at once, leaving the step's processes running. Only the
+    main thread may install handlers; elsewhere the defaults stay."""
+
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.pending: int | None = None
+        self.previous: dict[int, object] = {}
+
+    def __enter__(self) -> _Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {sig: signal.signal(sig, self._handle) for sig in self._SIGNALS}
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        if self.pending is not None and not self.armed:
+            self._raise(self.pending)  # the step never started; the interruption still stands
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        if self.armed:
+            self._raise(signum)
+        self.pending = signum
+
+    def arm(self) -> None:
+        """From now on an interruption is raised; one that came meanwhile is raised now."""
+        self.armed = True
+        if self.pending is not None:
+            self._raise(self.pending)
+
+    @staticmethod
+    def _raise(signum: int) -> None:
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """Stop everything the step started, then reap the step's process.
+
+    The step runs in a session of its own, whose id is its pid. SIGTERM goes to its process
+    group; ninja puts each job in a group of its own and passes the signal on to them, so the
+    session's members get a grace period to finish, and whatever is left of the session (those
+    groups included) then gets SIGKILL.
+    """
+    _signal_group(proc, signal.SIGTERM)
+    give_up = time.monotonic() + _GRACE_S
+    # The leader is not reaped before the end: as a zombie it keeps its pid, the session's id,
+    # from being reused.
+    while _session_members(proc.pid) and time.monotonic() < give_up:
+        time.sleep(0.05)
+    _signal_group(proc, signal.SIGKILL)
+    for pid in _session_members(proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _session_members(session: int) -> list[int]:
+    """Live (not zombie) processes of ``session``, from /proc."""
+    members: list[int] = []
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():
+        return members
+    for entry in proc_dir.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if fields[0] != "Z" and int(fields[3]) == session:
+            members.append(int(entry.name))
+    return members
+
+
+def _signal_group(proc: subprocess.Popen, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
 
 
 def _print_to(stream: TextIO) -> Callable[[str], None]:

@@ -1,0 +1,76 @@
+"""Keeping recipe paths inside their place: sources and source dirs in the project, outputs and
+wheel roots in the install prefix (``dist/<profile>``).
+
+A path is checked as written (relative, no ``..``) and, for paths into the checkout, as found on
+disk: a symbolic link that leads out of the project, or back up into a directory holding it
+(where a ``**`` glob would loop), is refused, because globbing follows links.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path, PurePosixPath
+
+_WILDCARD = re.compile(r"[*?\[]")
+
+
+def lexical_problem(value: str, inside: str) -> str | None:
+    """What is wrong with ``value`` as a path relative to ``inside`` (None when nothing is)."""
+    if not value.strip():
+        return "is empty"
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return f"{value!r} contains a control character"
+    path = PurePosixPath(value)
+    if path.is_absolute() or value.startswith("~"):
+        return f"{value!r} is an absolute path; paths here are relative to {inside}"
+    if ".." in path.parts:
+        return f"{value!r} leaves {inside} ('..' is not allowed)"
+    return None
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def link_problem(root: Path, pattern: str) -> str | None:
+    """A symbolic link a glob of ``pattern`` under ``root`` would follow out of ``root`` (or
+    into a loop), described; None when there is none. ``pattern`` passed ``lexical_problem``."""
+    real_root = root.resolve()
+    parts = PurePosixPath(pattern).parts
+    literal = _literal_prefix(parts)
+    start = root.joinpath(*literal)
+    for path in [root.joinpath(*literal[:i]) for i in range(1, len(literal) + 1)]:
+        if path.is_symlink():
+            problem = _check_link(path, root, real_root)
+            if problem:
+                return problem
+    if len(literal) == len(parts) or not start.is_dir() or start.is_symlink():
+        return None
+    for directory, dirnames, filenames in os.walk(start):
+        for name in (*dirnames, *filenames):
+            path = Path(directory, name)
+            if path.is_symlink():
+                problem = _check_link(path, root, real_root)
+                if problem:
+                    return problem
+    return None
+
+
+def _literal_prefix(parts: tuple[str, ...]) -> list[str]:
+    prefix = []
+    for part in parts:
+        if _WILDCARD.search(part):
+            break
+        prefix.append(part)
+    return prefix
+
+
+def _check_link(path: Path, root: Path, real_root: Path) -> str | None:
+    target = path.resolve()
+    shown = path.relative_to(root).as_posix()
+    if not _inside(target, real_root):
+        return f"{shown} is a link to {target}, outside the project"
+    if target.is_dir() and _inside(path.parent.resolve(), target):
+        return f"{shown} is a link back to {target}, so globbing through it would loop"
+    return None

@@ -1,0 +1,114 @@
+"""Hostile project files: YAML alias bombs, deep nesting, oversized and non-UTF-8 files. Each is
+refused in one line, fast, without a MemoryError, and nothing is written."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.hostile.conftest import assert_one_line_error, dedent, opforge, tree
+
+
+def _bomb(levels: int = 9) -> list[str]:
+    """'Billion laughs' YAML values: ``levels`` anchored lists, each nine aliases of the one
+    before (the last stands for 9**levels strings)."""
+    values = ['&l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels):
+        values.append(f"&l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]")
+    return values
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project with an empty pins file and one valid recipe."""
+    (tmp_path / "checksums.yaml").write_text("pins: {}\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "CMakeLists.txt").write_text("project(x NONE)\n")
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "good.yaml").write_text(RECIPE.format(name="good", extra=""))
+    return tmp_path
+
+
+RECIPE = dedent(
+    """
+    name: {name}
+    kind: cmake
+    sources: [src/CMakeLists.txt]
+    image: devel
+    cmake: {{source_dir: src}}
+    profiles: {{cpu: {{}}}}
+    outputs: [lib/x.so]
+    {extra}
+    """
+)
+
+
+def _validate(project: Path):
+    return opforge("--project", str(project), "recipes", "validate", timeout=60)
+
+
+def _assert_refused_fast(run, *fragments: str) -> None:
+    started = time.monotonic()
+    result = run()
+    assert time.monotonic() - started < 30
+    assert "MemoryError" not in result.stderr
+    assert_one_line_error(result, *fragments)
+
+
+def test_an_alias_bomb_in_the_pins_file(project):
+    pins = project / "checksums.yaml"
+    urls = ",\n      ".join(_bomb())
+    pins.write_text(f"pins:\n  x:\n    urls: [\n      {urls}]\n    sha256: {'a' * 64}\n")
+    before = tree(project)
+
+    _assert_refused_fast(
+        lambda: opforge("--project", str(project), "pins", "list", timeout=60),
+        f"{pins}: YAML anchors and aliases are not allowed at line 4",
+    )
+    assert tree(project) == before
+
+
+def test_an_alias_bomb_in_a_recipe(project):
+    recipe = project / "recipes" / "bomb.yaml"
+    laughs = "".join(f"l{i}: {value}\n" for i, value in enumerate(_bomb()))
+    recipe.write_text(RECIPE.format(name="bomb", extra=laughs + "description: *l8"))
+
+    _assert_refused_fast(lambda: _validate(project), str(recipe), "anchors and aliases")
+
+
+def test_deeply_nested_yaml_in_a_recipe(project):
+    recipe = project / "recipes" / "deep.yaml"
+    recipe.write_text(
+        RECIPE.format(name="deep", extra="python_packages: " + "[" * 100_000 + "]" * 100_000)
+    )
+
+    _assert_refused_fast(lambda: _validate(project), str(recipe), "nested deeper than 64 levels")
+
+
+def test_an_oversized_pins_file(project):
+    pins = project / "checksums.yaml"
+    pins.write_text("pins: {}\n" + "# padding\n" * 200_000)
+
+    _assert_refused_fast(
+        lambda: opforge("--project", str(project), "pins", "list"), str(pins), "byte limit"
+    )
+
+
+def test_a_pins_file_that_is_not_utf8(project):
+    pins = project / "checksums.yaml"
+    pins.write_bytes(b"pins:\n  # caf\xe9 latin-1\n  {}\n")
+
+    _assert_refused_fast(
+        lambda: opforge("--project", str(project), "pins", "list"),
+        str(pins),
+        "not UTF-8 text (byte 0xe9 at line 2)",
+    )
+
+
+def test_a_recipe_that_is_not_utf8(project):
+    recipe = project / "recipes" / "latin.yaml"
+    recipe.write_bytes(RECIPE.format(name="latin", extra="description: caf\xe9").encode("latin-1"))
+
+    _assert_refused_fast(lambda: _validate(project), str(recipe), "not UTF-8 text")

@@ -1,0 +1,141 @@
+"""Hostile paths: recipe paths that leave the project or the install prefix, pin names and URL
+file names that would become paths outside the cache or ``--dest``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import sha256
+from tests.hostile.conftest import assert_one_line_error, dedent, opforge, pins_yaml, tree
+
+RECIPE = dedent(
+    """
+    name: evil
+    kind: cmake
+    sources: [src/**/*]
+    image: devel
+    cmake: {source_dir: src}
+    profiles: {cpu: {}}
+    outputs: [lib/x.so]
+    """
+)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A checkout in ``tmp_path/project`` with a sibling directory outside it."""
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "CMakeLists.txt").write_text("project(x NONE)\n")
+    (root / "recipes").mkdir()
+    (root / "checksums.yaml").write_text("pins: {}\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "CMakeLists.txt").write_text("project(y NONE)\n")
+    (outside / "secret.txt").write_text("not yours")
+    return root
+
+
+def _validate(project: Path, recipe: str):
+    path = project / "recipes" / "evil.yaml"
+    path.write_text(recipe)
+    return path, opforge("--project", str(project), "recipes", "validate")
+
+
+CASES = {
+    "wheel root above the prefix": (
+        lambda r: r + "wheel: {name: evil, root: ../../..}\n",
+        "wheel.root: '../../..' leaves dist/<profile>",
+    ),
+    "absolute source glob": (
+        lambda r: r.replace("[src/**/*]", "[/etc/*]"),
+        "sources[0]: '/etc/*' is an absolute path",
+    ),
+    "source glob up and out": (
+        lambda r: r.replace("[src/**/*]", "[../outside/*]"),
+        "sources[0]: '../outside/*' leaves the project root",
+    ),
+    "empty source glob": (lambda r: r.replace("[src/**/*]", "['']"), "sources[0]: is empty"),
+    "output glob up and out": (
+        lambda r: r.replace("[lib/x.so]", "[../../../etc/passwd]"),
+        "outputs[0]: '../../../etc/passwd' leaves dist/<profile>",
+    ),
+    "cmake source dir outside": (
+        lambda r: r.replace("{source_dir: src}", "{source_dir: ../outside}"),
+        "cmake.source_dir: '../outside' leaves the project root",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_recipe_paths_stay_inside(project, case):
+    change, expected = CASES[case]
+
+    path, result = _validate(project, change(RECIPE))
+
+    assert_one_line_error(result, f"{path}: {expected}")
+
+
+def test_a_source_glob_through_a_link_out_of_the_project(project, tmp_path):
+    (project / "src" / "vendored").symlink_to(tmp_path / "outside")
+
+    path, result = _validate(project, RECIPE)
+
+    assert_one_line_error(
+        result, f"{path}: sources[0]: src/vendored is a link to {tmp_path / 'outside'}"
+    )
+
+
+def test_a_source_glob_through_a_link_that_loops(project):
+    (project / "src" / "again").symlink_to("..")
+
+    path, result = _validate(project, RECIPE)
+
+    assert_one_line_error(result, f"{path}: sources[0]: src/again is a link back to", "loop")
+
+
+def test_a_pin_name_that_is_a_path(tmp_path, file_server):
+    body = b"payload"
+    url = file_server.add("/x.tar.gz", body)
+    pins = tmp_path / "pins.yaml"
+    pins.write_text(
+        f'pins:\n  "../../../escape-here/x":\n    url: {url}\n    sha256: {sha256(body)}\n'
+    )
+    cache = tmp_path / "a" / "b" / "cache"
+    before = tree(tmp_path)
+
+    result = opforge("pins", "fetch", "--pins", str(pins), "--cache", str(cache))
+
+    assert_one_line_error(result, f"{pins}: pins: '../../../escape-here/x': not a valid pin name")
+    assert tree(tmp_path) == before
+    assert file_server.log == []
+
+
+@pytest.mark.parametrize(
+    ("url_path", "server_path", "expected"),
+    [
+        ("..%2F..%2Fescaped.whl", "..%2F..%2Fescaped.whl", "escaped.whl"),
+        # requests decodes %2E, so the server sees '..'; the file name comes from the pin's URL.
+        ("%2E%2E", "..", "evil"),
+    ],
+)
+def test_a_url_file_name_that_is_a_path_stays_in_dest(
+    tmp_path, file_server, url_path, server_path, expected
+):
+    body = os.urandom(1000)
+    file_server.add(f"/files/{server_path}", body)
+    url = file_server.url(f"/files/{url_path}")
+    pins = pins_yaml(tmp_path / "pins.yaml", evil={"url": url, "sha256": sha256(body)})
+    dest = tmp_path / "one" / "two" / "dest"
+
+    result = opforge(
+        "pins", "fetch", "--pins", str(pins), "--cache", str(tmp_path / "c"), "--dest", str(dest)
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert tree(dest) == {expected: body}
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["two"]
+    assert sorted(p.name for p in (tmp_path / "one" / "two").iterdir()) == ["dest"]

@@ -1,0 +1,100 @@
+"""A killed ``opforge build`` takes its build tools with it: cmake, ninja and what they started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.hostile.conftest import dedent
+
+pytestmark = pytest.mark.slow
+
+
+def _hanging_project(root: Path) -> Path:
+    """A project whose one target's build step starts a long sleep and records its pid."""
+    (root / "src").mkdir(parents=True)
+    (root / "recipes").mkdir()
+    (root / "checksums.yaml").write_text("pins: {}\n")
+    (root / "src" / "hang.sh").write_text(f"sleep 300 &\necho $! > {root}/sleep.pid\nwait\n")
+    (root / "src" / "CMakeLists.txt").write_text(
+        dedent(
+            """
+            cmake_minimum_required(VERSION 3.20)
+            project(hangs NONE)
+            add_custom_target(hang ALL COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/hang.sh)
+            """
+        )
+    )
+    (root / "recipes" / "hang.yaml").write_text(
+        dedent(
+            """
+            name: hang
+            kind: cmake
+            sources: [src/CMakeLists.txt]
+            image: devel
+            cmake: {source_dir: src}
+            profiles: {cpu: {}}
+            outputs: [never]
+            """
+        )
+    )
+    return root
+
+
+def _ancestors(pid: int, stop: int) -> list[int]:
+    """``pid`` and its parents up to, not including, ``stop``."""
+    chain = []
+    while pid not in (stop, 0, 1):
+        chain.append(pid)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return chain
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signalled_build_stops_its_tools(tmp_path, sig):
+    project = _hanging_project(tmp_path / "project")
+    build = subprocess.Popen(
+        [sys.executable, "-m", "opforge", "--project", str(project), "build", "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # as a shell job: its own group, so the test is not signalled
+    )
+    pid_file = project / "sleep.pid"
+    give_up = time.monotonic() + 120
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        assert build.poll() is None, build.communicate()
+        assert time.monotonic() < give_up, "the build step never started"
+        time.sleep(0.1)
+    tools = _ancestors(int(pid_file.read_text()), stop=build.pid)
+    assert len(tools) >= 3, "sleep, the shells and ninja/cmake between it and opforge"
+
+    build.send_signal(sig)
+    _, stderr = build.communicate(timeout=30)
+
+    give_up = time.monotonic() + 10
+    while any(_alive(pid) for pid in tools) and time.monotonic() < give_up:
+        time.sleep(0.1)
+    try:
+        assert [pid for pid in tools if _alive(pid)] == [], "build tools outlived opforge"
+    finally:
+        for pid in tools:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert build.returncode == 130 and "opforge: interrupted" in stderr
+    assert "Traceback" not in stderr
