@@ -45,23 +45,23 @@ def _argmax_dim1(x):
 
 
 def _bn_train(x, w):
-    return ofm.batch_norm(x, w, None, None, None, True)
+    return ofm.batch_norm(x, None, None, w, None, True)
 
 
 def _bn_train_stats(x, rm, rv):
-    return ofm.batch_norm(x, None, None, rm, rv, True)
+    return ofm.batch_norm(x, rm, rv, None, None, True)
 
 
 def _bn_mean_only(x, rm):
-    return ofm.batch_norm(x, None, None, rm, None, True)
+    return ofm.batch_norm(x, rm, None, None, None, True)
 
 
 def _bn_infer_no_stats(x):
-    return ofm.batch_norm(x, training=False)
+    return ofm.batch_norm(x, None, None, training=False)
 
 
 def _bn_train_plain(x):
-    return ofm.batch_norm(x, training=True)
+    return ofm.batch_norm(x, None, None, training=True)
 
 
 # (id, function, its inputs, error, message)
@@ -74,18 +74,11 @@ ERRORS = [
         "opforge.mindspore.add: shape mismatch: a is [2, 3] but b is [3, 2]",
     ),
     (
-        "add dtype",
-        _add,
-        lambda: (f32(2, 3), f32(2, 3).astype(mstype.float16)),
-        TypeError,
-        "opforge.mindspore.add: dtype mismatch",
-    ),
-    (
         "add float64",
         _add,
         lambda: (f32(4).astype(mstype.float64),) * 2,
         TypeError,
-        "opforge.mindspore.add: a has dtype float64 (supported: float32, float16, bfloat16)",
+        "opforge.mindspore.add: the result dtype would be float64; opforge computes float32",
     ),
     (
         "softmax dim",
@@ -232,7 +225,7 @@ def test_batch_norm_numeric_gradient(mode, training):
     weights = Tensor(rng.standard_normal(x.shape).astype(np.float32))
 
     def loss(x, w, b):
-        return (ofm.batch_norm(x, w, b, rm, rv, training, 0.1, 1e-5)[0] * weights).sum()
+        return (ofm.batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5) * weights).sum()
 
     dx, dw, db = ms.grad(call(loss, mode), grad_position=(0, 1, 2))(Tensor(x), Tensor(w), Tensor(b))
 
@@ -262,11 +255,11 @@ def test_argmax_is_not_differentiated_through(mode):
     np.testing.assert_array_equal(ms.grad(call(loss, mode))(f32(3, 4)).asnumpy(), np.ones((3, 4)))
 
 
-# --- running statistics: returned, and assigned back to Parameters by the caller ---
+# --- running statistics: updated in place, as mindspore.ops.batch_norm does ---
 
 
 class TrainingNorm(ms.nn.Cell):
-    """A BatchNorm layer as a user writes it with opforge: the updated statistics are assigned."""
+    """A BatchNorm layer as a user writes it with opforge: Parameters updated in place."""
 
     def __init__(self, channels: int) -> None:
         super().__init__()
@@ -280,15 +273,12 @@ class TrainingNorm(ms.nn.Cell):
         )
 
     def construct(self, x):
-        y, _, _, mean, var = ofm.batch_norm(
-            x, self.weight, self.bias, self.running_mean, self.running_var, True, 0.1, 1e-5
+        return ofm.batch_norm(
+            x, self.running_mean, self.running_var, self.weight, self.bias, True, 0.1, 1e-5
         )
-        ops.assign(self.running_mean, mean)
-        ops.assign(self.running_var, var)
-        return y
 
 
-def test_running_statistics_assigned_in_training_step(mode):
+def test_running_statistics_updated_in_a_training_step(mode):
     norm = TrainingNorm(3)
     x = np.random.default_rng(5).standard_normal((16, 3)).astype(np.float32) * 2 + 1
     for _ in range(2):

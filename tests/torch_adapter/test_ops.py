@@ -73,7 +73,7 @@ def test_gradients_match_torch(device):
 
     ours = grads(
         lambda y: ot.softmax(y, 1),
-        lambda x_, w_, b_: ot.batch_norm(x_, w_, b_, None, None, True, 0.1, 1e-5)[0],
+        lambda x_, w_, b_: ot.batch_norm(x_, None, None, w_, b_, True, 0.1, 1e-5),
     )
     native = grads(
         lambda y: torch.softmax(y, 1),
@@ -88,7 +88,7 @@ def test_inference_batch_norm_gradient_matches_torch(device):
     x = torch.randn(6, 3, device=device, requires_grad=True)
     w = torch.rand(3, device=device, requires_grad=True)
     rm, rv = torch.randn(3, device=device), torch.rand(3, device=device) + 0.5
-    ot.batch_norm(x, w, None, rm, rv, False, 0.1, 1e-5)[0].pow(2).sum().backward()
+    ot.batch_norm(x, rm, rv, w, None, False, 0.1, 1e-5).pow(2).sum().backward()
     x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
     torch.nn.functional.batch_norm(x2, rm, rv, w2, None, False).pow(2).sum().backward()
     torch.testing.assert_close(x.grad, x2.grad)
@@ -130,11 +130,11 @@ def test_forward_mode_add_is_linear(device):
 def test_forward_mode_without_a_rule_raises_naming_the_op(device):
     x = torch.randn(6, 3, device=device)
     with pytest.raises(RuntimeError, match="opforge::batch_norm: forward-mode AD"):
-        torch.func.jvp(lambda v: ot.batch_norm(v, None, None, None, None, True)[0], (x,), (x,))
+        torch.func.jvp(lambda v: ot.batch_norm(v, None, None, training=True), (x,), (x,))
     import torch.autograd.forward_ad as fwad
 
     with fwad.dual_level(), pytest.raises(RuntimeError, match="opforge::batch_norm: forward-mode"):
-        ot.batch_norm(fwad.make_dual(x, x), None, None, None, None, True)
+        ot.batch_norm(fwad.make_dual(x, x), None, None, training=True)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -148,7 +148,7 @@ def test_double_backward_raises_naming_the_op(device):
         torch.func.hessian(lambda v: ot.softmax(v, -1).pow(2).sum())(x.detach()[0])
     y = torch.randn(6, 3, device=device, requires_grad=True)
     (gy,) = torch.autograd.grad(
-        ot.batch_norm(y, None, None, None, None, True)[0].pow(2).sum(), y, create_graph=True
+        ot.batch_norm(y, None, None, training=True).pow(2).sum(), y, create_graph=True
     )
     with pytest.raises(RuntimeError, match="opforge::batch_norm_backward has no derivative"):
         torch.autograd.grad(gy.sum(), y)
@@ -176,8 +176,8 @@ class Tiny(torch.nn.Module):
     def forward(self, x):
         h = self.linear(x)
         h = ot.batch_norm(
-            h, self.weight, self.bias, self.running_mean, self.running_var, self.training, 0.1, 1e-5
-        )[0]
+            h, self.running_mean, self.running_var, self.weight, self.bias, self.training, 0.1, 1e-5
+        )
         h = ot.add(h, h, alpha=0.5)
         p = ot.softmax(h, -1)
         return p, ot.argmax(p, -1)
@@ -212,7 +212,7 @@ ERRORS = [
         "opforge::add: shape mismatch: a is [3, 4] but b is [4, 3]",
     ),
     (
-        lambda d: ot.add(torch.ones(3, device=d), torch.ones(3, device=d).half()),
+        lambda d: torch.ops.opforge.add(torch.ones(3, device=d), torch.ones(3, device=d).half(), 1.0),
         "opforge::add: dtype mismatch: a is float32 but b is float16",
     ),
     (
@@ -236,35 +236,35 @@ ERRORS = [
         "opforge::argmax: cannot reduce x of shape [3, 0] over dim 1, which has size 0",
     ),
     (
-        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), torch.ones(4, device=d), None, None, None, True),
+        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, torch.ones(4, device=d), training=True),
         "opforge::batch_norm: weight must have shape [3] (one per channel of x), got [4]",
     ),
     (
-        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), torch.ones(3, device=d).half(), None, None, None, True),
+        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, torch.ones(3, device=d).half(), training=True),
         "opforge::batch_norm: weight must be float32, got float16",
     ),
     (
-        lambda d: ot.batch_norm(torch.ones(4, device=d), None, None, None, None, True),
+        lambda d: ot.batch_norm(torch.ones(4, device=d), None, None, training=True),
         "opforge::batch_norm: x must have 2 to 4 dimensions, got shape [4]",
     ),
     (
-        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, None, None, False),
+        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, training=False),
         "opforge::batch_norm: running_mean is required when training is false",
     ),
     (
-        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, torch.zeros(3, device=d), None, True),
+        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), torch.zeros(3, device=d), None, training=True),
         "opforge::batch_norm: give running_mean and running_var together, or none of them",
     ),
     (
-        lambda d: ot.batch_norm(torch.ones(1, 3, device=d), None, None, None, None, True),
+        lambda d: ot.batch_norm(torch.ones(1, 3, device=d), None, None, training=True),
         "opforge::batch_norm: needs at least 2 values per channel, got x of shape [1, 3]",
     ),
     (
-        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, None, None, True, 0.1, -1.0),
+        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, training=True, eps=-1.0),
         "opforge::batch_norm: eps must be at least 0",
     ),
     (
-        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, None, None, True, float("nan")),
+        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, training=True, momentum=float("nan")),
         "opforge::batch_norm: momentum must be finite, got nan",
     ),
 ]

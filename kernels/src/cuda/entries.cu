@@ -86,8 +86,17 @@ opforge_status softmax_backward(const ops::SoftmaxBackward& args, void* stream) 
 
 opforge_status argmax(const ops::Argmax& args, void* stream) {
   if (const auto s = require_contiguous("argmax", {{args.x, "x"}, {args.out, "out"}})) return s;
+  if (!args.dim) {
+    // The flattened tensor as one row; out as its one-element result.
+    Tensor row = *args.x, index = *args.out;
+    row.shape = {1, args.x->numel()};
+    row.strides = {args.x->numel(), 1};
+    index.shape = {1, 1};
+    index.strides = {1, 1};
+    return argmax(row, 1, index, stream);
+  }
   const Tensor x = scalar_as_vector(*args.x);
-  const int dim = static_cast<int>(args.dim);
+  const int dim = static_cast<int>(*args.dim);
   Tensor out = with_reduced_dim(*args.out, x, dim);
   return argmax(x, dim, out, stream);
 }

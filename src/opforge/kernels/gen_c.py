@@ -207,11 +207,11 @@ def _prepare(table: OpTable, op: Op) -> list[str]:
             body.append(
                 f"  {_a(arg.name)} = call.int_list({arg.name}, {arg.name}_len, {_q(arg.name)});"
             )
+        elif "dim" in arg.checks:
+            continue  # read by call.dim below, normalised
         elif arg.optional:
-            body.append(
-                f"  if ({arg.name} != nullptr) {_a(arg.name)} = *{arg.name};"
-            )
-        elif "dim" not in arg.checks:
+            body.append(f"  if ({arg.name} != nullptr) {_a(arg.name)} = *{arg.name};")
+        else:
             cast = "!= 0" if arg.type == "bool" else ""
             body.append(f"  {_a(arg.name)} = {arg.name}{(' ' + cast) if cast else ''};")
     # Checks of one tensor first, then scalars, then the relations between arguments.

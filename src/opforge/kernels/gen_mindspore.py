@@ -283,6 +283,9 @@ def _public(op: Op, fn: Function) -> list[str]:
             star = True
         params.append(p.name if p.default is None else f"{p.name}={p.default}")
     lines = [f"def {fn.name}({', '.join(params)}):", f'    """{fn.doc}"""']
+    if fn.promote:
+        names = ", ".join(fn.promote)
+        lines.append(f'    {names} = _rt.promote("{fn.name}", {names})')
     values = []
     for arg in op.args:
         expr = str(fn.args[arg.name])
@@ -296,6 +299,11 @@ def _public(op: Op, fn: Function) -> list[str]:
         f'    {", ".join(results)} = _{op.name}("{fn.name}", {", ".join(tensor_values + scalar_values)})'
     )
     mutable = {a.name for a in op.tensors if a.mutable}
+    for name in sorted(mutable):
+        # MindSpore kernels never write their inputs: the op's in-place update, assigned back.
+        expr = str(fn.args[name])
+        lines.append(f"    if {expr} is not None:")
+        lines.append(f"        ops.assign({expr}, {name}_updated)")
     if isinstance(fn.returns, tuple):
         items = []
         for name in fn.returns:

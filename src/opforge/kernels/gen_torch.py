@@ -268,6 +268,9 @@ def _helper(op: Op, fn: Function) -> list[str]:
             star = True
         params.append(p.name if p.default is None else f"{p.name}={p.default}")
     lines = [f"def {fn.name}({', '.join(params)}):", f'    """{fn.doc}"""']
+    if fn.promote:
+        names = ", ".join(fn.promote)
+        lines.append(f'    {names} = promote("{fn.name}", {names})')
     call_args = []
     for arg in op.args:
         expr = str(fn.args[arg.name])
@@ -318,6 +321,7 @@ def python_source(table: OpTable) -> str:
         "    call_below_autograd,",
         "    helper_needs_autograd,",
         "    linear_tangent,",
+        "    promote,",
         "    refuse_forward_mode,",
         "    underivable_kernel,",
         "    sum_to,",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from opforge.errors import ConfigError
-from opforge.yamlfile import parse_yaml
+from opforge.yamlfile import read_yaml_file
 
 VERSION = 2
 DTYPES = ("float32", "float16", "bfloat16", "int64")
@@ -36,7 +36,7 @@ _OP_KEYS = {
     "mindspore",
 }
 FRAMEWORKS = ("torch", "mindspore")
-_FUNCTION_KEYS = {"def", "doc", "args", "returns"}
+_FUNCTION_KEYS = {"def", "doc", "args", "returns", "promote"}
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _ARG = re.compile(r"^(Tensor(?:\([a-z]!\))?\??|int\[\]|int\??|float\??|bool|str)\s+([a-z][a-z0-9_]*)$")
 
@@ -94,6 +94,7 @@ class Function:
     doc: str
     args: Mapping[str, str]
     returns: str | tuple[str, ...]
+    promote: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -149,13 +150,7 @@ class OpTable:
 
 def load(path: Path) -> OpTable:
     """Read and validate the op table at ``path``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read the op table {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
-    return parse(path, parse_yaml(path, text))
+    return parse(path, read_yaml_file(path))
 
 
 def parse(path: Path, data: object) -> OpTable:
@@ -514,7 +509,10 @@ def _function(where: _Where, raw: object, by_name: Mapping[str, Arg], outputs: l
             _check_expression(where / "returns", returns, names | set(outputs))
     else:
         raise (where / "returns").error("expected an output name, a list of them or an expression")
-    return Function(fn.name, tuple(params), " ".join(doc.split()), dict(args), returns)
+    promote = raw.get("promote") or []
+    if not isinstance(promote, list) or any(p not in names for p in promote):
+        raise (where / "promote").error("expected a list of the function's parameters")
+    return Function(fn.name, tuple(params), " ".join(doc.split()), dict(args), returns, tuple(promote))
 
 
 def _check_expression(where: _Where, expr: object, names: set[str]) -> None:

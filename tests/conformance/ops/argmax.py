@@ -38,13 +38,17 @@ CASES += [
 
 
 def inputs(c, rng: np.random.Generator) -> dict:
-    """x with its edge values along dim."""
-    x = pattern(c.values, rng.standard_normal(c.shape), c.arguments["dim"], rng)
+    """x with its edge values along dim (the last dim without one)."""
+    dim = c.arguments["dim"]
+    x = pattern(c.values, rng.standard_normal(c.shape), -1 if dim is None else dim, rng)
     return {"x": round_to(x, c.dtype)}
 
 
 def reference(x, dim, keepdim) -> dict:
     """out (int64)."""
+    if dim is None:
+        flat = np.array(np.argmax(x.reshape(-1)) if x.size else 0, dtype=np.int64)
+        return {"out": flat.reshape((1,) * x.ndim) if keepdim else flat}
     if x.ndim == 0:
         return {"out": np.zeros((), dtype=np.int64)}
     d = dim % x.ndim
@@ -53,3 +57,14 @@ def reference(x, dim, keepdim) -> dict:
     else:
         out = np.zeros(x.shape[:d] + x.shape[d + 1 :], dtype=np.int64)
     return {"out": np.expand_dims(out, d) if keepdim else out}
+
+# Without dim: the index into the flattened tensor (keepdim keeps every dim as 1).
+CASES += [
+    case("argmax", s, d, values=v, dim=None, keepdim=k)
+    for s in [(7,), (5, 12), (3, 4, 5), (), (2, 40000)]
+    for d in DTYPES
+    for v in ("normal", "ties")
+    for k in (False, True)
+]
+CASES += [case("argmax", (5, 12), "float32", layout, dim=None, keepdim=False) for layout in LAYOUTS[1:]]
+CASES += [case("argmax", (6, 37), d, values="nan", dim=None, keepdim=False) for d in DTYPES]

@@ -196,3 +196,72 @@ def like(grad: Tensor, reference: Tensor) -> Tensor:
     if grad.dtype == reference.dtype:
         return grad
     return grad.astype(reference.dtype)
+
+
+_FLOAT_RANK = {mstype.bfloat16: 1, mstype.float16: 1, mstype.float32: 2, mstype.float64: 3}
+
+
+@ops.constexpr
+def _result_dtype(fn, a, b):
+    # a and b are operand dtypes, or the Python numbers themselves (constants in GRAPH mode).
+    def kind(v):
+        if isinstance(v, bool):
+            return "bool"
+        if isinstance(v, int):
+            return "int"
+        if isinstance(v, float):
+            return "float"
+        if v in _FLOAT_RANK:
+            return "tensor-float"
+        if v in (mstype.int8, mstype.int16, mstype.int32, mstype.int64, mstype.uint8, mstype.bool_):
+            return "tensor-int"
+        raise TypeError(
+            f"opforge.mindspore.{fn}: operands are mindspore.Tensor or Python numbers, got {v!r}"
+        )
+
+    ka, kb = kind(a), kind(b)
+    floats = [v for v, k in ((a, ka), (b, kb)) if k == "tensor-float"]
+    if len(floats) == 2:
+        dtype = a if _FLOAT_RANK[a] > _FLOAT_RANK[b] else b
+        if a != b and _FLOAT_RANK[a] == _FLOAT_RANK[b]:
+            dtype = mstype.float32  # float16 with bfloat16
+    elif floats:
+        dtype = floats[0]
+    elif "float" in (ka, kb) and "tensor-int" in (ka, kb):
+        dtype = mstype.float32
+    else:
+        raise TypeError(
+            f"opforge.mindspore.{fn}: the result would not be a floating tensor; opforge computes "
+            "float32, float16 and bfloat16"
+        )
+    if dtype == mstype.float64:
+        raise TypeError(
+            f"opforge.mindspore.{fn}: the result dtype would be float64; opforge computes float32, "
+            "float16 and bfloat16"
+        )
+    return dtype
+
+
+def _dtype_or_value(fn, v):
+    if isinstance(v, Tensor):
+        return v.dtype
+    if isinstance(v, (bool, int, float)):
+        return v
+    raise TypeError(
+        f"opforge.mindspore.{fn}: operands are mindspore.Tensor or Python numbers, got "
+        f"{type(v).__name__} (wrap arrays with mindspore.Tensor(...))"
+    )
+
+
+def _as(v, dtype):
+    if isinstance(v, Tensor):
+        if v.dtype == dtype:
+            return v
+        return v.astype(dtype)
+    return ops.scalar_to_tensor(v, dtype)
+
+
+def promote(fn: str, a, b) -> tuple:
+    """Two operands as tensors of their result dtype under MindSpore's type promotion."""
+    dtype = _result_dtype(fn, _dtype_or_value(fn, a), _dtype_or_value(fn, b))
+    return _as(a, dtype), _as(b, dtype)

@@ -160,3 +160,35 @@ def vmap_by_loop(function: type, info, in_dims: tuple, *args):
         return outputs, (0,) * len(outputs)
     return torch.stack(rows), 0
 
+
+
+_FLOATING = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two operands as tensors of their result dtype under torch's type promotion.
+
+    Python numbers become 0-d tensors on the other operand's device; results outside float32,
+    float16 and bfloat16 are refused naming the function.
+    """
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype:
+        return a, b
+    if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor):
+        raise TypeError(f"opforge.torch.{name}: give at least one tensor, got {a!r} and {b!r}")
+    for value in (a, b):
+        if not isinstance(value, (torch.Tensor, bool, int, float)):
+            raise TypeError(
+                f"opforge.torch.{name}: operands are tensors or Python numbers, got "
+                f"{type(value).__name__}"
+            )
+    dtype = torch.result_type(a, b)
+    if dtype not in _FLOATING:
+        raise TypeError(
+            f"opforge.torch.{name}: the result dtype would be {dtype}; opforge computes float32, "
+            "float16 and bfloat16"
+        )
+    device = a.device if isinstance(a, torch.Tensor) else b.device
+    return tuple(
+        v.to(dtype) if isinstance(v, torch.Tensor) else torch.scalar_tensor(v, dtype=dtype, device=device)
+        for v in (a, b)
+    )
