@@ -324,3 +324,30 @@ def test_wheel_in_fresh_venv_runs_without_source_tree(tmp_path):
     lines = out.stdout.strip().splitlines()
     assert lines[0].startswith(str(env_dir)), lines[0]
     assert lines[1].startswith("[0.09, 0.2447, 0.6652] 1."), lines[1]
+
+
+# --- what opforge does not take: said in one error naming the function ---
+
+
+class _SoftmaxCell(ms.nn.Cell):
+    def construct(self, x):
+        return ofm.softmax(x, -1)
+
+
+def test_dynamic_shapes_are_refused_naming_opforge(tmp_path, monkeypatch):
+    # MindSpore's own dynamic-shape test pattern: a Cell whose inputs have a None dim.
+    monkeypatch.chdir(tmp_path)
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        net = _SoftmaxCell()
+        net.set_inputs(Tensor(shape=[None, 4], dtype=mstype.float32))
+        with pytest.raises(ValueError, match=r"opforge.mindspore.softmax: x has a dynamic shape \[None, 4\]"):
+            net(f32(3, 4))
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+
+
+@pytest.mark.parametrize("value", [np.ones((2, 3), np.float32), [1.0, 2.0], "x"])
+def test_non_tensor_inputs_say_a_mindspore_tensor_is_needed(value):
+    with pytest.raises(TypeError, match="opforge.mindspore.softmax: input must be a mindspore.Tensor"):
+        ofm.softmax(value)

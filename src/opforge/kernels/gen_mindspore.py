@@ -10,6 +10,8 @@ compile-time argument check, and the ``opforge.mindspore`` functions of the tabl
 
 from __future__ import annotations
 
+import ast
+
 from opforge.kernels.gen_c import GENERATED
 from opforge.kernels.optable import Function, Op, OpTable
 from opforge.kernels.signatures import c_signatures, param_kind
@@ -287,10 +289,13 @@ def _public(op: Op, fn: Function) -> list[str]:
         names = ", ".join(fn.promote)
         lines.append(f'    {names} = _rt.promote("{fn.name}", {names})')
     values = []
+    params = {p.name for p in fn.params}
     for arg in op.args:
         expr = str(fn.args[arg.name])
         if arg.is_tensor:
-            lines.append(f'    _tensor_argument("{fn.name}", "{arg.name}", {expr}, {arg.optional})')
+            # The parameter the caller passed, checked before any expression uses it.
+            source = _source_param(expr, params)
+            lines.append(f'    _tensor_argument("{fn.name}", "{source}", {source}, {arg.optional})')
         values.append(expr)
     tensor_values = [values[i] for i, a in enumerate(op.args) if a.is_tensor]
     scalar_values = [values[i] for i, a in enumerate(op.args) if not a.is_tensor]
@@ -316,6 +321,14 @@ def _public(op: Op, fn: Function) -> list[str]:
     else:
         lines.append(f"    return {fn.returns}")
     return lines + ["", ""]
+
+
+def _source_param(expr: str, params: set[str]) -> str:
+    """The function parameter an argument expression is built from (its first name)."""
+    for node in ast.walk(ast.parse(expr, mode="eval")):
+        if isinstance(node, ast.Name) and node.id in params:
+            return node.id
+    raise ValueError(f"{expr!r} names no parameter")
 
 
 def python_source(table: OpTable) -> str:
