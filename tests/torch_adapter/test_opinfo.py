@@ -1,0 +1,88 @@
+"""PyTorch's own OpInfo samples (``op_db`` of the installed torch) through the helpers: each
+sample gives torch's answer or an error naming opforge — never a different answer.
+
+The helpers mirror ``torch.add``, ``torch.mul``, ``torch.softmax``, ``torch.argmax`` and the
+``torch.nn.functional`` norms and gelu; ``reference_inputs`` (broadcasting, Python numbers,
+non-contiguous views, edge sizes) are compared in float32, float16 and bfloat16, and the counts
+are printed for the record.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+ot = pytest.importorskip("opforge.torch")
+pytest.importorskip("expecttest", reason="torch's OpInfo database needs expecttest")
+
+from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+
+# OpInfo name -> the helper mirroring it.
+MIRRORS = {
+    "add": "add",
+    "mul": "mul",
+    "softmax": "softmax",
+    "argmax": "argmax",
+    "nn.functional.layer_norm": "layer_norm",
+    "nn.functional.rms_norm": "rms_norm",
+    "nn.functional.gelu": "gelu",
+    "nn.functional.batch_norm": "batch_norm",
+}
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+TOLERANCE = {torch.float32: (2e-5, 2e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def opinfos():
+    return [
+        pytest.param(o, id=f"{o.name}{'.' + o.variant_test_name if o.variant_test_name else ''}")
+        for o in op_db
+        if o.name in MIRRORS and hasattr(ot, MIRRORS[o.name])
+    ]
+
+
+def _close(ours, theirs, dtype) -> None:
+    if isinstance(theirs, (tuple, list)):
+        for a, b in zip(ours, theirs, strict=True):
+            _close(a, b, dtype)
+        return
+    if not isinstance(theirs, torch.Tensor):
+        assert ours == theirs
+        return
+    assert ours.shape == theirs.shape and ours.dtype == theirs.dtype, (ours.shape, theirs.shape)
+    rtol, atol = TOLERANCE.get(theirs.dtype, TOLERANCE[dtype]) if theirs.is_floating_point() else (0, 0)
+    torch.testing.assert_close(ours, theirs, rtol=rtol, atol=atol, equal_nan=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("opinfo", opinfos())
+def test_reference_inputs_give_torchs_answer_or_an_opforge_error(opinfo, device, capsys):
+    helper = getattr(ot, MIRRORS[opinfo.name])
+    matched = refused = 0
+    for dtype in DTYPES:
+        if dtype not in opinfo.supported_dtypes(device):
+            continue
+        for sample in opinfo.reference_inputs(device, dtype, requires_grad=False):
+            args = (sample.input, *sample.args)
+            theirs_args, theirs_kwargs = copy.deepcopy((args, sample.kwargs))
+            theirs = opinfo.op(*theirs_args, **theirs_kwargs)
+            try:
+                ours = helper(*args, **sample.kwargs)
+            except (RuntimeError, TypeError, ValueError) as exc:
+                assert "opforge" in str(exc), f"{sample}: an error that does not name opforge: {exc}"
+                refused += 1
+                continue
+            _close(ours, theirs, dtype)
+            # In-place updates (batch_norm's running statistics) as torch makes them.
+            _close(args, theirs_args, dtype)
+            matched += 1
+    if not matched + refused:
+        pytest.skip(f"{opinfo.name} has no samples in float32, float16 or bfloat16 on {device}")
+    with capsys.disabled():
+        print(
+            f"\n{opinfo.name}/{opinfo.variant_test_name or '-'} on {device}: "
+            f"{matched} samples as torch, {refused} refused"
+        )
