@@ -4,7 +4,8 @@ softmax.cu, argmax.cu and batch_norm_native.cu choose a kernel by shape, strides
 These cases reach each one (sizes for an H100: 227 KB of shared memory per block, clusters):
 softmax rows in registers, in shared memory (one block, a cluster of blocks) and two-pass;
 column tiles (one block, a cluster), tall columns (three passes) and short columns; argmax split
-rows and column chunks; batch_norm native (2-D, small spatial, strided) and cuDNN (4-D); and
+rows and column chunks; batch_norm native (2-D tiles in one block or a cluster, three passes,
+small spatial, strided) and cuDNN (4-D); and
 layouts read in place (transposed, permuted, row-strided, broadcast) or through contiguous
 copies (negative strides, mixed layouts). Contiguous cases run the conformance runner (float64
 numpy reference, edge values); strided ones compare with torch in float64.
@@ -147,7 +148,13 @@ CONFORMANCE = [
     Case("argmax", (8, 100000), "float32", dim=0),
     Case("argmax", (4, 500, 33), "float16", dim=1, values="ties"),
     Case("argmax", (4, 500, 32), "float32", dim=1, keepdim=True),
-    # batch_norm native: 2-D, small spatial (3-D and 4-D), one sample, no affine, offset values
+    # batch_norm native, 2-D: tiles of channels in one block, in a cluster, and (a batch too tall
+    # for a cluster) three passes
+    Case("batch_norm_train", (3000, 64), "bfloat16"),
+    Case("batch_norm_backward", (3000, 64), "bfloat16"),
+    Case("batch_norm_train", (40000, 16), "float32"),
+    Case("batch_norm_backward", (20000, 16), "float32"),
+    # batch_norm native: small spatial (3-D and 4-D), one sample, no affine, offset values
     *[
         Case(op, (512, 300), d)
         for op in ("batch_norm_train", "batch_norm_infer", "batch_norm_backward")

@@ -12,10 +12,15 @@
 // - backward: sums of dy and dy * (x - mean) per column and chunk; a warp per channel merges
 //   them into dbias, dweight and dx = (dy - mean(dy)) * a + (x - mean) * b per column.
 // The last pass walks the chunks backwards: the rows the reduction read last are still in L2.
+// 2-D input (S == 1) whose batch fits the shared memory of a cluster (Hopper) or of one block
+// skips the second read: training forward and backward hold a tile of channels over the whole
+// batch in shared memory and merge the statistics through distributed shared memory.
 #include <initializer_list>
+#include <type_traits>
 #include <utility>
 
 #include "cuda/batch_norm_native.hpp"
+#include "cuda/cluster.cuh"
 #include "cuda/columns.cuh"
 #include "cuda/layout.hpp"
 
@@ -319,6 +324,206 @@ __global__ void __launch_bounds__(kColThreads)
       });
 }
 
+// 2-D input (S == 1), training forward and backward: a tile of W adjacent channels over the
+// whole batch in (cluster) shared memory, so x and dy are read once. Block b holds rows
+// [r * rows_per_block, ...) of tile b / blocks_per_tile, r = b % blocks_per_tile (the blocks of a
+// tile form one cluster when kCluster); they merge their column statistics through distributed
+// shared memory, block 0 writes the per-channel outputs, and every block writes its rows.
+template <class T>
+struct TileData {
+  const T* x;
+  const T* dy;  // backward only
+  T* out;       // y or dx
+  int64_t x_row, dy_row, out_row;
+  int64_t rows, cols;  // N, C
+};
+
+struct TileParams {
+  ChannelVec weight, bias, running_mean, running_var, save_mean, save_invstd, dweight, dbias;
+  double momentum, eps;
+};
+
+// Forward: y = (x - mean) * a + b. Backward: dx = (dy - g) * a + (x - mean) * b.
+struct Coef {
+  float mean, a, b, g;
+};
+
+__device__ __forceinline__ Welford shfl_xor(Welford w, int offset) {
+  return Welford{__shfl_xor_sync(0xffffffffu, w.n, offset),
+                 __shfl_xor_sync(0xffffffffu, w.mean, offset),
+                 __shfl_xor_sync(0xffffffffu, w.m2, offset)};
+}
+__device__ __forceinline__ GradSums shfl_xor(GradSums s, int offset) {
+  return GradSums{__shfl_xor_sync(0xffffffffu, s.dy, offset),
+                  __shfl_xor_sync(0xffffffffu, s.dy_xmu, offset)};
+}
+__device__ __forceinline__ GradSums grad_merge(GradSums a, GradSums b) {
+  return GradSums{a.dy + b.dy, a.dy_xmu + b.dy_xmu};
+}
+
+template <class T, int V, bool kBackward, bool kCluster>
+__global__ void __launch_bounds__(kTileThreads)
+    bn_column_tiles(TileData<T> d, TileParams p, int64_t rows_per_block, int blocks_per_tile) {
+  constexpr int W = kTileWidthBytes / static_cast<int>(sizeof(T));
+  constexpr int kLanes = W / V;
+  constexpr int kRowsPerStep = kTileThreads / kLanes;
+  static_assert(kLanes <= 32 && 32 % kLanes == 0, "a tile row must fit a warp");
+  using P = Pack<T, V>;
+  using S = std::conditional_t<kBackward, GradSums, Welford>;
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  __shared__ S warp_parts[kTileThreads / 32][W];
+  __shared__ S block_parts[W], tile_stats[W];
+  __shared__ Coef coef[W];
+  T* s_x = reinterpret_cast<T*>(dynamic_smem);  // [rows_per_block][W]
+  T* s_dy = s_x + rows_per_block * W;           // backward only
+  auto merge = [](S a, S b) {
+    if constexpr (kBackward) {
+      return grad_merge(a, b);
+    } else {
+      return welford_merge(a, b);
+    }
+  };
+
+  const int64_t tile = blockIdx.x / blocks_per_tile;
+  const int rank = static_cast<int>(blockIdx.x % blocks_per_tile);
+  const int cw = (threadIdx.x % kLanes) * V;  // the thread's first column within the tile
+  const int64_t col = tile * W + cw;
+  const bool active = col < d.cols;  // V > 1 only when cols % V == 0
+  const int slot = threadIdx.x / kLanes;
+  const int64_t begin = std::min<int64_t>(d.rows, rank * rows_per_block);
+  const int64_t n = std::min<int64_t>(d.rows, begin + rows_per_block) - begin;
+  const T* x = d.x + begin * d.x_row + col;
+  const T* dy = kBackward ? d.dy + begin * d.dy_row + col : nullptr;
+
+  float acc0[V], acc1[V], mean[V];  // forward: Welford mean, M2; backward: sums of dy, dy*(x-mean)
+#pragma unroll
+  for (int j = 0; j < V; ++j) acc0[j] = acc1[j] = mean[j] = 0.0f;
+  int count = 0;
+  if (active) {
+    if constexpr (kBackward) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) mean[j] = p.save_mean[col + j];
+    }
+    for (int64_t r = slot; r < n; r += static_cast<int64_t>(kRowsPerStep) * kColUnroll) {
+      P xv[kColUnroll], gv[kColUnroll];
+#pragma unroll
+      for (int u = 0; u < kColUnroll; ++u) {
+        const int64_t rr = r + static_cast<int64_t>(u) * kRowsPerStep;
+        if (rr < n) {
+          xv[u] = *reinterpret_cast<const P*>(x + rr * d.x_row);
+          if constexpr (kBackward) gv[u] = *reinterpret_cast<const P*>(dy + rr * d.dy_row);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kColUnroll; ++u) {
+        const int64_t rr = r + static_cast<int64_t>(u) * kRowsPerStep;
+        if (rr < n) {
+          *reinterpret_cast<P*>(s_x + rr * W + cw) = xv[u];
+          if constexpr (kBackward) {
+            *reinterpret_cast<P*>(s_dy + rr * W + cw) = gv[u];
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+              const float g = to_f(gv[u].v[j]);
+              acc0[j] += g;
+              acc1[j] += g * (to_f(xv[u].v[j]) - mean[j]);
+            }
+          } else {
+            ++count;
+            const float inv = 1.0f / static_cast<float>(count);
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+              const float v = to_f(xv[u].v[j]);
+              const float dlt = v - acc0[j];
+              acc0[j] += dlt * inv;
+              acc1[j] += dlt * (v - acc0[j]);
+            }
+          }
+        }
+      }
+    }
+  }
+  S st[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    if constexpr (kBackward) {
+      st[j] = GradSums{acc0[j], acc1[j]};
+    } else {
+      st[j] = Welford{static_cast<float>(count), acc0[j], acc1[j]};
+    }
+  }
+
+  // Threads of one warp with the same columns, then the warps, then the cluster's blocks.
+#pragma unroll
+  for (int off = 16; off >= kLanes; off >>= 1) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) st[j] = merge(st[j], shfl_xor(st[j], off));
+  }
+  if ((threadIdx.x & 31) < kLanes) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) warp_parts[threadIdx.x >> 5][cw + j] = st[j];
+  }
+  __syncthreads();
+  if (threadIdx.x < W) {
+    S t = warp_parts[0][threadIdx.x];
+    for (int w = 1; w < kTileThreads / 32; ++w) t = merge(t, warp_parts[w][threadIdx.x]);
+    block_parts[threadIdx.x] = t;
+  }
+  combine_blocks<kCluster>(block_parts, tile_stats, W, blocks_per_tile, merge);
+
+  // Per channel: the coefficients, and (block 0) the statistics or parameter gradients.
+  const int64_t c = tile * W + threadIdx.x;
+  if (threadIdx.x < W && c < d.cols) {
+    const S t = tile_stats[threadIdx.x];
+    const double w = p.weight.p != nullptr ? p.weight[c] : 1.0;
+    if constexpr (kBackward) {
+      const double count_all = static_cast<double>(d.rows);
+      const double invstd = p.save_invstd[c], scale = w * invstd;
+      if (rank == 0 && p.dweight.p != nullptr) p.dweight[c] = static_cast<float>(t.dy_xmu * invstd);
+      if (rank == 0 && p.dbias.p != nullptr) p.dbias[c] = t.dy;
+      coef[threadIdx.x] = Coef{p.save_mean[c], static_cast<float>(scale),
+                               static_cast<float>(-scale * invstd * invstd * t.dy_xmu / count_all),
+                               static_cast<float>(t.dy / count_all)};
+    } else {
+      const double nn = t.n, m = t.mean, var = t.m2 / nn;
+      const double invstd = 1.0 / sqrt(var + p.eps);
+      if (rank == 0) {
+        if (p.save_mean.p != nullptr) p.save_mean[c] = t.mean;
+        if (p.save_invstd.p != nullptr) p.save_invstd[c] = static_cast<float>(invstd);
+        if (p.running_mean.p != nullptr) {
+          p.running_mean[c] =
+              static_cast<float>((1.0 - p.momentum) * p.running_mean[c] + p.momentum * m);
+          p.running_var[c] = static_cast<float>((1.0 - p.momentum) * p.running_var[c] +
+                                                p.momentum * var * nn / (nn - 1.0));
+        }
+      }
+      const double b = p.bias.p != nullptr ? p.bias[c] : 0.0;
+      coef[threadIdx.x] = Coef{t.mean, static_cast<float>(w * invstd), static_cast<float>(b), 0.0f};
+    }
+  }
+  __syncthreads();
+
+  if (active) {
+    Coef k[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) k[j] = coef[cw + j];
+    T* out = d.out + begin * d.out_row + col;
+#pragma unroll 4
+    for (int64_t r = slot; r < n; r += kRowsPerStep) {
+      const P xv = *reinterpret_cast<const P*>(s_x + r * W + cw);
+      P gv;
+      if constexpr (kBackward) gv = *reinterpret_cast<const P*>(s_dy + r * W + cw);
+      P res;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float xm = to_f(xv.v[j]) - k[j].mean;
+        res.v[j] = from_f<T>(kBackward ? (to_f(gv.v[j]) - k[j].g) * k[j].a + xm * k[j].b
+                                       : xm * k[j].a + k[j].b);
+      }
+      store_global(out + r * d.out_row, res);
+    }
+  }
+}
+
 __global__ void fill_channels(ChannelVec v, int64_t channels, float value) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c < channels) v[c] = value;
@@ -374,9 +579,48 @@ class Pass {
   DeviceInfo dev;
 };
 
+// 2-D input in (cluster) shared-memory tiles, when they fit: *launched says whether they did.
+template <class T, int V, bool kBackward>
+opforge_status column_tiles(Pass& p, int64_t x_row, int64_t dy_row, int64_t out_row,
+                            bool* launched) {
+  const BatchNorm& bn = p.bn;
+  const int64_t tiles = ceil_div(bn.c, kTileWidthBytes / static_cast<int>(sizeof(T)));
+  auto* clustered = bn_column_tiles<T, V, kBackward, true>;
+  auto* single = bn_column_tiles<T, V, kBackward, false>;
+  const TilePlan plan = plan_tiles(clustered, single, tiles, bn.n,
+                                   kTileWidthBytes * (kBackward ? 2 : 1), p.dev, p.stream);
+  *launched = plan.blocks > 0;
+  if (!*launched) return OPFORGE_OK;
+  const TileData<T> d{bn.x->ptr<T>(),
+                      kBackward ? bn.dy->ptr<T>() : nullptr,
+                      bn.out->ptr<T>(),
+                      x_row,
+                      dy_row,
+                      out_row,
+                      bn.n,
+                      bn.c};
+  const TileParams tp{channel_vec(bn.weight),
+                      channel_vec(bn.bias),
+                      channel_vec(bn.running_mean),
+                      channel_vec(bn.running_var),
+                      channel_vec(bn.save_mean),
+                      channel_vec(bn.save_invstd),
+                      channel_vec(bn.dweight),
+                      channel_vec(bn.dbias),
+                      bn.momentum,
+                      bn.eps};
+  return launch_tiles(p.op, plan, clustered, single, tiles, p.stream, d, tp, plan.rows_per_block,
+                      plan.blocks);
+}
+
 template <class T, int V>
 opforge_status training(Pass& p, int64_t x_row, int64_t y_row) {
   const BatchNorm& bn = p.bn;
+  if (bn.s == 1) {
+    bool launched = false;
+    const opforge_status st = column_tiles<T, V, false>(p, x_row, 0, y_row, &launched);
+    if (st != OPFORGE_OK || launched) return st;
+  }
   const int64_t cols = bn.c * bn.s;
   const ColumnGrid g = column_grid(cols, bn.n, V, p.dev);
   Welford* partial = nullptr;
@@ -417,6 +661,11 @@ opforge_status inference(Pass& p, int64_t x_row, int64_t y_row) {
 template <class T, int V>
 opforge_status backward(Pass& p, int64_t dy_row, int64_t x_row, int64_t dx_row) {
   const BatchNorm& bn = p.bn;
+  if (bn.s == 1) {
+    bool launched = false;
+    const opforge_status st = column_tiles<T, V, true>(p, x_row, dy_row, dx_row, &launched);
+    if (st != OPFORGE_OK || launched) return st;
+  }
   const int64_t cols = bn.c * bn.s;
   const ColumnGrid g = column_grid(cols, bn.n, V, p.dev);
   GradSums* partial = nullptr;

@@ -17,11 +17,10 @@
 //
 // Semantics as the reference: y = exp(x - max) / sum(exp(x - max)); a NaN anywhere in the
 // reduced run, an all -inf run or a +inf makes the whole run NaN.
-#include <cooperative_groups.h>
-
 #include <type_traits>
 
 #include "backends.hpp"
+#include "cuda/cluster.cuh"
 #include "cuda/columns.cuh"
 #include "cuda/layout.hpp"
 
@@ -34,11 +33,7 @@ constexpr int kRegisterRowThreads = 512;
 constexpr int kUnroll = 4;
 constexpr int kSmemRowThreads = 512;
 constexpr int kTwoPassThreads = 512;
-constexpr int kMaxCluster = 8;        // the portable cluster size limit
 constexpr int64_t kShortColumn = 64;  // dims shorter than this: a thread per column
-constexpr int kTileThreads = 256;
-constexpr int kTileWidthBytes = 64;            // a column tile's width
-constexpr int64_t kTileBlockBytes = 64 << 10;  // shared memory a tile block aims for: 3 per SM
 
 // The operands: in = x (forward) or y (backward), grad = dy (backward only), out = y or dx.
 // Rows: row r of operand k starts at r * k_outer. Columns: element (o, l, i) is at
@@ -125,32 +120,6 @@ __device__ __forceinline__ Stat<kBackward> for_output(Stat<kBackward> st) {
     return st;
   } else {
     return Online{st.max, 1.0f / st.sum};
-  }
-}
-
-// Merges part[0, n) of the `blocks` blocks of this block's cluster (in rank order, so every
-// block gets the same) into result[0, n); without kCluster, result = part. Every thread calls
-// it after this block's part is written; result is readable by every thread afterwards.
-template <bool kCluster, class S, class Merge>
-__device__ __forceinline__ void combine_blocks(S* part, S* result, int n, int blocks,
-                                               Merge&& merge) {
-  if constexpr (kCluster) {
-#if __CUDA_ARCH__ >= 900
-    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    cluster.sync();  // every block's part is complete
-    for (int t = threadIdx.x; t < n; t += blockDim.x) {
-      S acc = *cluster.map_shared_rank(part + t, 0);
-      for (int r = 1; r < blocks; ++r) acc = merge(acc, *cluster.map_shared_rank(part + t, r));
-      result[t] = acc;
-    }
-    cluster.sync();  // result is complete, and no block leaves while another reads its part
-#else
-    __trap();  // clusters are launched on compute capability 9.0 and later only
-#endif
-  } else {
-    __syncthreads();
-    for (int t = threadIdx.x; t < n; t += blockDim.x) result[t] = part[t];
-    __syncthreads();
   }
 }
 
@@ -638,70 +607,6 @@ __global__ void __launch_bounds__(kColThreads)
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-// Dynamic shared memory a kernel may use on this device, after its static shared memory.
-template <class Kernel>
-int64_t dynamic_smem_limit(Kernel kernel, const DeviceInfo& dev) {
-  cudaFuncAttributes attr{};
-  if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
-    cudaGetLastError();  // a failed query must not surface as a later launch's error
-    return 0;
-  }
-  return static_cast<int64_t>(dev.smem_optin) - static_cast<int64_t>(attr.sharedSizeBytes);
-}
-
-template <class Kernel>
-cudaLaunchConfig_t cluster_config(Kernel, int64_t grid, int threads, int64_t smem, int cluster,
-                                  cudaStream_t s, cudaLaunchAttribute* attr) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(grid));
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = s;
-  attr->id = cudaLaunchAttributeClusterDimension;
-  attr->val.clusterDim.x = static_cast<unsigned>(cluster);
-  attr->val.clusterDim.y = 1;
-  attr->val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cfg;
-}
-
-// Whether clusters of `cluster` blocks of `kernel` with `smem` bytes each can run at all here.
-template <class Kernel>
-bool cluster_fits(Kernel kernel, int64_t grid, int threads, int64_t smem, int cluster,
-                  const DeviceInfo& dev, cudaStream_t s) {
-  if (dev.major < 9 || grid > INT32_MAX) return false;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(smem)) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = cluster_config(kernel, grid, threads, smem, cluster, s, &attr);
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return clusters > 0;
-}
-
-template <class Kernel, class... Args>
-opforge_status launch_cluster(const char* op, Kernel kernel, int64_t grid, int threads,
-                              int64_t smem, int cluster, cudaStream_t s, Args... args) {
-  cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = cluster_config(kernel, grid, threads, smem, cluster, s, &attr);
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
-  return e == cudaSuccess ? OPFORGE_OK : cuda_failure(op, "cluster launch", e);
-}
-
-template <class Kernel>
-opforge_status allow_smem(const char* op, Kernel kernel, int64_t smem) {
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem));
-  return e == cudaSuccess ? OPFORGE_OK : cuda_failure(op, "cudaFuncSetAttribute", e);
-}
-
 template <class T, int N, bool kBackward>
 void launch_register_rows(const Operands<T>& a, int64_t rows, int64_t len, cudaStream_t s) {
   const int64_t packs = len / N;
@@ -791,31 +696,14 @@ opforge_status softmax_columns_v(const char* op, const Operands<T>& a, int64_t o
                                  cudaStream_t s) {
   constexpr int W = kTileWidthBytes / static_cast<int>(sizeof(T));
   const int64_t tiles = outer * ceil_div(inner, W);
-  const int64_t row_bytes = kTileWidthBytes * (kBackward ? 2 : 1);
-  int blocks =
-      static_cast<int>(std::min<int64_t>(kMaxCluster, ceil_div(len * row_bytes, kTileBlockBytes)));
-  int64_t rows_per_block = ceil_div(len, blocks);
-  blocks = static_cast<int>(ceil_div(len, rows_per_block));
-  if (blocks > 1) {
-    auto* clustered = softmax_column_tiles<T, V, kBackward, true>;
-    const int64_t smem = rows_per_block * row_bytes;
-    if (smem <= dynamic_smem_limit(clustered, dev) &&
-        cluster_fits(clustered, tiles * blocks, kTileThreads, smem, blocks, dev, s)) {
-      return launch_cluster(op, clustered, tiles * blocks, kTileThreads, smem, blocks, s, a, len,
-                            inner, rows_per_block, blocks);
-    }
-    rows_per_block = len;  // one block per tile, if it fits
-  }
+  auto* clustered = softmax_column_tiles<T, V, kBackward, true>;
   auto* single = softmax_column_tiles<T, V, kBackward, false>;
-  const int64_t smem = rows_per_block * row_bytes;
-  if (smem <= dynamic_smem_limit(single, dev) && tiles <= INT32_MAX) {
-    opforge_status st = allow_smem(op, single, smem);
-    if (st != OPFORGE_OK) return st;
-    single<<<static_cast<unsigned>(tiles), kTileThreads, smem, s>>>(a, len, inner, rows_per_block,
-                                                                    1);
-    return check_launch(op);
-  }
-  return softmax_tall_columns<T, V, kBackward>(op, a, outer, len, inner, dev, scratch, s);
+  const TilePlan plan =
+      plan_tiles(clustered, single, tiles, len, kTileWidthBytes * (kBackward ? 2 : 1), dev, s);
+  if (plan.blocks == 0)
+    return softmax_tall_columns<T, V, kBackward>(op, a, outer, len, inner, dev, scratch, s);
+  return launch_tiles(op, plan, clustered, single, tiles, s, a, len, inner, plan.rows_per_block,
+                      plan.blocks);
 }
 
 template <class T, bool kBackward>
