@@ -325,10 +325,10 @@ __global__ void __launch_bounds__(kColThreads)
 }
 
 // 2-D input (S == 1), training forward and backward: a tile of W adjacent channels over the
-// whole batch in (cluster) shared memory, so x and dy are read once. Block b holds rows
-// [r * rows_per_block, ...) of tile b / blocks_per_tile, r = b % blocks_per_tile (the blocks of a
-// tile form one cluster when kCluster); they merge their column statistics through distributed
-// shared memory, block 0 writes the per-channel outputs, and every block writes its rows.
+// whole batch in (cluster) shared memory, so x and dy are read once. The block of rank r among
+// the blocks_per_tile blocks of a tile (a cluster when kCluster, else one block; cluster_place)
+// holds rows [r * rows_per_block, ...); they merge their column statistics through distributed
+// shared memory, rank 0 writes the per-channel outputs, and every block writes its rows.
 template <class T>
 struct TileData {
   const T* x;
@@ -384,8 +384,9 @@ __global__ void __launch_bounds__(kTileThreads)
     }
   };
 
-  const int64_t tile = blockIdx.x / blocks_per_tile;
-  const int rank = static_cast<int>(blockIdx.x % blocks_per_tile);
+  const Place place = cluster_place<kCluster>();
+  const int64_t tile = place.item;
+  const int rank = place.rank;
   const int cw = (threadIdx.x % kLanes) * V;  // the thread's first column within the tile
   const int64_t col = tile * W + cw;
   const bool active = col < d.cols;  // V > 1 only when cols % V == 0
@@ -609,8 +610,8 @@ opforge_status column_tiles(Pass& p, int64_t x_row, int64_t dy_row, int64_t out_
                       channel_vec(bn.dbias),
                       bn.momentum,
                       bn.eps};
-  return launch_tiles(p.op, plan, clustered, single, tiles, p.stream, d, tp, plan.rows_per_block,
-                      plan.blocks);
+  return launch_tiles(p.op, plan, clustered, single, tiles, p.dev, p.stream, d, tp,
+                      plan.rows_per_block, plan.blocks);
 }
 
 template <class T, int V>

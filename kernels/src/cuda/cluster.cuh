@@ -20,6 +20,29 @@ constexpr int kTileThreads = 256;
 constexpr int kTileWidthBytes = 64;
 constexpr int64_t kTileBlockBytes = 64 << 10;  // shared memory a tile block aims for: 3 per SM
 
+// The work item (a row, a tile) of this block and its rank among the `blocks` blocks sharing it:
+// with kCluster, its cluster's index in the grid and its rank in the cluster (read from the
+// hardware, not inferred from blockIdx); without, blockIdx.x and 0 (one block per item).
+struct Place {
+  int64_t item;
+  int rank;
+};
+
+template <bool kCluster>
+__device__ __forceinline__ Place cluster_place() {
+  if constexpr (kCluster) {
+#if __CUDA_ARCH__ >= 900
+    unsigned item, rank;
+    asm("mov.u32 %0, %%clusterid.x;" : "=r"(item));
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    return Place{item, static_cast<int>(rank)};
+#else
+    __trap();  // clusters are launched on compute capability 9.0 and later only
+#endif
+  }
+  return Place{blockIdx.x, 0};
+}
+
 // Merges part[0, n) of the `blocks` blocks of this block's cluster (in rank order, so every
 // block gets the same) into result[0, n); without kCluster, result = part. Every thread calls
 // it after this block's part is written; result is readable by every thread afterwards.
@@ -74,14 +97,22 @@ cudaLaunchConfig_t cluster_config(Kernel, int64_t grid, int threads, int64_t sme
   return cfg;
 }
 
+// Lets `kernel` use all the dynamic shared memory the device allows it. Always the device's limit,
+// never a call's own size: the attribute is per kernel, so threads launching different sizes
+// cannot shrink it under each other.
+template <class Kernel>
+cudaError_t allow_smem(Kernel kernel, const DeviceInfo& dev) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(dynamic_smem_limit(kernel, dev)));
+}
+
 // Whether clusters of `cluster` blocks of `kernel` with `smem` bytes each can run at all here.
 template <class Kernel>
 bool cluster_fits(Kernel kernel, int64_t grid, int threads, int64_t smem, int cluster,
                   const DeviceInfo& dev, cudaStream_t s) {
   if (dev.major < 9 || grid > INT32_MAX) return false;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(smem)) != cudaSuccess) {
-    cudaGetLastError();
+  if (allow_smem(kernel, dev) != cudaSuccess) {
+    cudaGetLastError();  // a failed query must not surface as a later launch's error
     return false;
   }
   cudaLaunchAttribute attr;
@@ -94,6 +125,7 @@ bool cluster_fits(Kernel kernel, int64_t grid, int threads, int64_t smem, int cl
   return clusters > 0;
 }
 
+// Launches `kernel` over clusters of `cluster` blocks (cluster_fits said they fit).
 template <class Kernel, class... Args>
 opforge_status launch_cluster(const char* op, Kernel kernel, int64_t grid, int threads,
                               int64_t smem, int cluster, cudaStream_t s, Args... args) {
@@ -103,11 +135,14 @@ opforge_status launch_cluster(const char* op, Kernel kernel, int64_t grid, int t
   return e == cudaSuccess ? OPFORGE_OK : cuda_failure(op, "cluster launch", e);
 }
 
-template <class Kernel>
-opforge_status allow_smem(const char* op, Kernel kernel, int64_t smem) {
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem));
-  return e == cudaSuccess ? OPFORGE_OK : cuda_failure(op, "cudaFuncSetAttribute", e);
+// Launches `kernel` with `smem` bytes of dynamic shared memory per block (at most its limit).
+template <class Kernel, class... Args>
+opforge_status launch_with_smem(const char* op, Kernel kernel, int64_t grid, int threads,
+                                int64_t smem, const DeviceInfo& dev, cudaStream_t s, Args... args) {
+  const cudaError_t e = allow_smem(kernel, dev);
+  if (e != cudaSuccess) return cuda_failure(op, "cudaFuncSetAttribute", e);
+  kernel<<<static_cast<unsigned>(grid), threads, static_cast<size_t>(smem), s>>>(args...);
+  return check_launch(op);
 }
 
 // How a tile kernel covers a dim of `len` rows of `row_bytes` each: `blocks` blocks (a cluster
@@ -142,15 +177,13 @@ TilePlan plan_tiles(Clustered clustered, Single single, int64_t tiles, int64_t l
 // `single`, one block per tile.
 template <class Clustered, class Single, class... Args>
 opforge_status launch_tiles(const char* op, const TilePlan& plan, Clustered clustered,
-                            Single single, int64_t tiles, cudaStream_t s, Args... args) {
+                            Single single, int64_t tiles, const DeviceInfo& dev, cudaStream_t s,
+                            Args... args) {
   if (plan.blocks > 1) {
     return launch_cluster(op, clustered, tiles * plan.blocks, kTileThreads, plan.smem, plan.blocks,
                           s, args...);
   }
-  const opforge_status st = allow_smem(op, single, plan.smem);
-  if (st != OPFORGE_OK) return st;
-  single<<<static_cast<unsigned>(tiles), kTileThreads, plan.smem, s>>>(args...);
-  return check_launch(op);
+  return launch_with_smem(op, single, tiles, kTileThreads, plan.smem, dev, s, args...);
 }
 
 }  // namespace opforge::cuda

@@ -5,9 +5,9 @@
 //   a warp or a block (forward: max, sum of exp, write; backward: dot(y, dy), write). A longer
 //   row (a vocabulary of 32k-256k) is held in shared memory: read once with 16-byte loads from
 //   its first 16-byte boundary on, max and sum taken online while it arrives, written from
-//   there. On Hopper a row too long for one block's shared memory is spread over a thread-block
-//   cluster whose blocks merge their partial statistics through distributed shared memory.
-//   Longer rows still: a block per row, reading twice.
+//   there. On Hopper a row of more than kRowBlockBytes is spread over a thread-block cluster
+//   (so two blocks fit an SM, or so it fits at all) whose blocks merge their partial statistics
+//   through distributed shared memory. Longer rows still: a block per row, reading twice.
 // - columns (stride 1 along an inner dim, e.g. softmax over dim 0, or along -1 of a transposed
 //   view): a tile of adjacent columns, 64 bytes wide, is held in shared memory over the whole
 //   dim (one block, or a cluster on Hopper) and written from there: one read. Short dims: a
@@ -32,6 +32,7 @@ constexpr int kWarpRowsPerBlock = 4;
 constexpr int kRegisterRowThreads = 512;
 constexpr int kUnroll = 4;
 constexpr int kSmemRowThreads = 512;
+constexpr int64_t kRowBlockBytes = 110 << 10;  // shared memory of a row block: 2 fit an SM
 constexpr int kTwoPassThreads = 512;
 constexpr int64_t kShortColumn = 64;  // dims shorter than this: a thread per column
 
@@ -259,8 +260,8 @@ __device__ __forceinline__ Pack<T, kVec<T>> smem_pack(const T* s, bool aligned) 
   return v;
 }
 
-// Block b takes elements [c * chunk, (c + 1) * chunk) of row b / blocks_per_row, with
-// c = b % blocks_per_row (the blocks of a row form one cluster when kCluster). Each operand
+// The block of rank c among the blocks_per_row blocks of a row (a cluster when kCluster, else
+// one block) takes elements [c * chunk, (c + 1) * chunk) of the row (cluster_place). Each operand
 // moves with 16-byte accesses in its own 16-byte phase: element i of in sits at
 // s_in[pad_in + i], pad_in aligning in's first 16-byte boundary in shared memory (grad alike,
 // `stride` elements further on); out is written from its own first boundary, reading shared
@@ -276,8 +277,9 @@ __global__ void __launch_bounds__(kSmemRowThreads)
   __shared__ S warp_parts[kSmemRowThreads / 32];
   __shared__ S block_part, row_stat;
 
-  const int64_t row = blockIdx.x / blocks_per_row;
-  const int64_t begin = std::min<int64_t>(len, (blockIdx.x % blocks_per_row) * chunk);
+  const Place place = cluster_place<kCluster>();
+  const int64_t row = place.item;
+  const int64_t begin = std::min<int64_t>(len, place.rank * chunk);
   const int64_t n = std::min<int64_t>(len, begin + chunk) - begin;
   const T* in = a.in + row * a.in_outer + begin;
   const T* grad = kBackward ? a.grad + row * a.grad_outer + begin : nullptr;
@@ -398,10 +400,10 @@ __global__ void softmax_short_columns(Operands<T> a, int64_t outer, int64_t len,
   }
 }
 
-// Column tiles held in shared memory: W adjacent columns (64 bytes) of one outer index over
-// rows [c * rows_per_block, ...) of the dim, c = b % blocks_per_tile, for tile b / blocks_per_tile
-// (the blocks of a tile form one cluster when kCluster). kLanes threads cover a tile row, V
-// columns each; the block's threads take kRowsPerStep rows at a time.
+// Column tiles held in shared memory: W adjacent columns (64 bytes) of one outer index. The
+// block of rank c among the blocks_per_tile blocks of a tile (a cluster when kCluster, else one
+// block; cluster_place) holds rows [c * rows_per_block, ...) of the dim. kLanes threads cover a
+// tile row, V columns each; the block's threads take kRowsPerStep rows at a time.
 template <class T, int V, bool kBackward, bool kCluster>
 __global__ void __launch_bounds__(kTileThreads)
     softmax_column_tiles(Operands<T> a, int64_t len, int64_t inner, int64_t rows_per_block,
@@ -419,13 +421,14 @@ __global__ void __launch_bounds__(kTileThreads)
   T* s_grad = s_in + rows_per_block * W;
 
   const int64_t tiles_per_outer = ceil_div(inner, W);
-  const int64_t tile = blockIdx.x / blocks_per_tile;
+  const Place place = cluster_place<kCluster>();
+  const int64_t tile = place.item;
   const int64_t o = tile / tiles_per_outer;
   const int cw = (threadIdx.x % kLanes) * V;  // the thread's first column within the tile
   const int64_t i = (tile - o * tiles_per_outer) * W + cw;
   const bool active = i < inner;  // V > 1 only when inner % V == 0
   const int slot = threadIdx.x / kLanes;
-  const int64_t begin = std::min<int64_t>(len, (blockIdx.x % blocks_per_tile) * rows_per_block);
+  const int64_t begin = std::min<int64_t>(len, place.rank * rows_per_block);
   const int64_t rows = std::min<int64_t>(len, begin + rows_per_block) - begin;
   const T* in = a.in + o * a.in_outer + begin * a.in_len + i;
   const T* grad = kBackward ? a.grad + o * a.grad_outer + begin * a.grad_len + i : nullptr;
@@ -644,24 +647,32 @@ opforge_status softmax_rows(const char* op, const Operands<T>& a, int64_t rows, 
   };
   const auto stride_for = [](int64_t chunk) { return ceil_div(chunk + N, N) * N; };
   auto* single = softmax_smem_rows<T, kBackward, false>;
-  if (smem_for(len) <= dynamic_smem_limit(single, dev)) {
-    opforge_status st = allow_smem(op, single, smem_for(len));
-    if (st != OPFORGE_OK) return st;
-    single<<<static_cast<unsigned>(rows), kSmemRowThreads, smem_for(len), s>>>(a, len, len, 1,
-                                                                               stride_for(len));
-    return check_launch(op);
-  }
   auto* clustered = softmax_smem_rows<T, kBackward, true>;
-  const int64_t limit = dynamic_smem_limit(clustered, dev);
-  for (int blocks = 2; blocks <= kMaxCluster && dev.major >= 9; ++blocks) {
-    // Parts of a multiple of 16 elements keep each part's 16-byte phase the row's.
-    const int64_t chunk = ceil_div(ceil_div(len, blocks), 16) * 16;
-    if (smem_for(chunk) > limit) continue;
-    const int parts = static_cast<int>(ceil_div(len, chunk));
-    if (!cluster_fits(clustered, rows * parts, kSmemRowThreads, smem_for(chunk), parts, dev, s))
-      break;
-    return launch_cluster(op, clustered, rows * parts, kSmemRowThreads, smem_for(chunk), parts, s,
-                          a, len, chunk, parts, stride_for(chunk));
+  const bool fits_one = smem_for(len) <= dynamic_smem_limit(single, dev);
+  // Up to kRowBlockBytes a block per row; above, the fewest blocks of a cluster that bring each
+  // under kRowBlockBytes (two blocks per SM overlap one's loads with the other's stores), else
+  // under the device's limit.
+  if (!fits_one || smem_for(len) > kRowBlockBytes) {
+    const int64_t limit = dynamic_smem_limit(clustered, dev);
+    for (const int64_t cap : {std::min(kRowBlockBytes, limit), limit}) {
+      for (int blocks = 2; blocks <= kMaxCluster && dev.major >= 9; ++blocks) {
+        // Parts of a multiple of 16 elements keep each part's 16-byte phase the row's.
+        const int64_t chunk = ceil_div(ceil_div(len, blocks), 16) * 16;
+        if (smem_for(chunk) > cap) continue;
+        const int parts = static_cast<int>(ceil_div(len, chunk));
+        if (!cluster_fits(clustered, rows * parts, kSmemRowThreads, smem_for(chunk), parts, dev,
+                          s)) {
+          break;
+        }
+        return launch_cluster(op, clustered, rows * parts, kSmemRowThreads, smem_for(chunk), parts,
+                              s, a, len, chunk, parts, stride_for(chunk));
+      }
+      if (fits_one) break;  // one block per row beats a cluster over the device's limit
+    }
+  }
+  if (fits_one) {
+    return launch_with_smem(op, single, rows, kSmemRowThreads, smem_for(len), dev, s, a, len, len,
+                            1, stride_for(len));
   }
   softmax_two_pass_rows<T, kBackward>
       <<<static_cast<unsigned>(rows), kTwoPassThreads, 0, s>>>(a, len);
@@ -702,8 +713,8 @@ opforge_status softmax_columns_v(const char* op, const Operands<T>& a, int64_t o
       plan_tiles(clustered, single, tiles, len, kTileWidthBytes * (kBackward ? 2 : 1), dev, s);
   if (plan.blocks == 0)
     return softmax_tall_columns<T, V, kBackward>(op, a, outer, len, inner, dev, scratch, s);
-  return launch_tiles(op, plan, clustered, single, tiles, s, a, len, inner, plan.rows_per_block,
-                      plan.blocks);
+  return launch_tiles(op, plan, clustered, single, tiles, dev, s, a, len, inner,
+                      plan.rows_per_block, plan.blocks);
 }
 
 template <class T, bool kBackward>
