@@ -1,7 +1,7 @@
+#include "cuda/layout.hpp"
+
 #include <algorithm>
 #include <cstdlib>
-
-#include "cuda/layout.hpp"
 
 namespace opforge::cuda {
 namespace {
