@@ -12,13 +12,14 @@
  * output may not share memory with another argument unless it is exactly that argument's view.
  *
  * dtypes: data tensors are float32, float16 or bfloat16 (arithmetic in float32 on the GPU,
- * float64 in the CPU reference); argmax indices are int64; batch_norm parameters and
- * statistics (weight, bias, running and saved statistics, their gradients) are float32 whatever
- * the data dtype.
+ * float64 in the CPU reference); indices are int64; parameters and statistics are float32 (or
+ * the data's dtype where an op says so). Each op's arguments, checks and output shapes are
+ * declared in kernels/ops.yaml and documented in opforge/ops.h.
  *
- * Layouts: the CPU implementations accept any strides (including negative and zero strides for
- * inputs). The CUDA implementations need row-major contiguous tensors and return
- * OPFORGE_ERROR_UNSUPPORTED otherwise. Empty tensors and size-1 dimensions are valid.
+ * Layouts: every implementation, CPU and CUDA, accepts any strides (negative and zero strides
+ * for inputs); the CUDA kernels read the common views (transposed, permuted, row-strided) in
+ * place and others through contiguous copies on the stream. Empty tensors and size-1 dims are
+ * valid.
  */
 #ifndef OPFORGE_OPFORGE_H_
 #define OPFORGE_OPFORGE_H_
@@ -46,8 +47,8 @@ typedef enum opforge_status {
   OPFORGE_OK = 0,
   /* Shapes, dtypes, devices, dims or values the op does not accept. */
   OPFORGE_ERROR_INVALID_ARGUMENT = 1,
-  /* Valid input this build cannot run: a CUDA tensor in a CPU-only build, a strided CUDA
-     tensor, batch_norm on CUDA in a build without cuDNN. */
+  /* Valid input this build cannot run: a CUDA tensor in a CPU-only build, a device other than
+     the CPU and CUDA. */
   OPFORGE_ERROR_UNSUPPORTED = 2,
   /* The CUDA runtime or cuDNN reported an error. */
   OPFORGE_ERROR_CUDA = 3,

@@ -6,7 +6,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "common/status.hpp"
 #include "common/tensor.hpp"
@@ -41,6 +43,20 @@ struct alignas(sizeof(T) * N) Pack {
 // Elements of T in one 16-byte access.
 template <class T>
 constexpr int kVec = 16 / sizeof(T);
+
+// A pack stored to global memory with one 16-byte access (when it is 16 bytes). A plain store
+// of the struct may be split into scalar stores by the compiler once it loses track of the
+// address's alignment; __stwb (the default write-back policy) keeps it one instruction.
+template <class T, int N>
+__device__ __forceinline__ void store_global(T* p, const Pack<T, N>& v) {
+  if constexpr (sizeof(Pack<T, N>) == 16) {
+    uint4 u;
+    memcpy(&u, &v, 16);
+    __stwb(reinterpret_cast<uint4*>(p), u);
+  } else {
+    *reinterpret_cast<Pack<T, N>*>(p) = v;
+  }
+}
 
 // max that lets NaN win, so a NaN anywhere in a row reaches the result.
 __device__ __forceinline__ float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }
@@ -103,8 +119,7 @@ class DeviceGuard {
 };
 
 inline opforge_status cuda_failure(const char* op, const char* what, cudaError_t err) {
-  return fail(OPFORGE_ERROR_CUDA,
-              std::string(op) + ": " + what + ": " + cudaGetErrorString(err));
+  return fail(OPFORGE_ERROR_CUDA, std::string(op) + ": " + what + ": " + cudaGetErrorString(err));
 }
 
 // After a launch: the launch error, if any, as a status with a message.
@@ -115,17 +130,51 @@ inline opforge_status check_launch(const char* op) {
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// A tensor of shape [outer, len, inner] around dim `dim` (contiguous layout).
-struct RowShape {
-  int64_t outer = 1, len = 1, inner = 1;
+__host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// What the launch heuristics need to know about the current device.
+struct DeviceInfo {
+  int sms = 1;         // streaming multiprocessors
+  int major = 0;       // compute capability major (9: Hopper, thread-block clusters)
+  int smem_optin = 0;  // dynamic shared memory one block may opt in to, in bytes
 };
 
-inline RowShape row_shape(const Tensor& t, int dim) {
-  RowShape r;
-  for (int d = 0; d < dim; ++d) r.outer *= t.shape[d];
-  r.len = t.shape[dim];
-  for (int d = dim + 1; d < t.ndim(); ++d) r.inner *= t.shape[d];
-  return r;
+inline cudaError_t device_info(int device, DeviceInfo* out) {
+  cudaError_t e = cudaDeviceGetAttribute(&out->sms, cudaDevAttrMultiProcessorCount, device);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&out->major, cudaDevAttrComputeCapabilityMajor, device);
+  if (e == cudaSuccess) {
+    e = cudaDeviceGetAttribute(&out->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  }
+  return e;
 }
+
+// Stream-ordered device scratch memory, released on the stream when this goes out of scope (so
+// kernels enqueued before then may still use it).
+class Scratch {
+ public:
+  explicit Scratch(cudaStream_t stream) : stream_(stream) {}
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    for (void* p : blocks_) cudaFreeAsync(p, stream_);
+  }
+
+  // `count` elements of T (at least one, so the pointer is never null), or the allocation error.
+  template <class T>
+  cudaError_t alloc(int64_t count, T** out) {
+    void* p = nullptr;
+    const size_t bytes = static_cast<size_t>(count > 0 ? count : 1) * sizeof(T);
+    const cudaError_t e = cudaMallocAsync(&p, bytes, stream_);
+    if (e != cudaSuccess) return e;
+    blocks_.push_back(p);
+    *out = static_cast<T*>(p);
+    return cudaSuccess;
+  }
+
+ private:
+  cudaStream_t stream_;
+  std::vector<void*> blocks_;
+};
 
 }  // namespace opforge::cuda

@@ -1,5 +1,6 @@
 // The generated entry points' CUDA side for add, softmax, argmax and batch_norm: each op's
-// checked arguments (ops_args.hpp) mapped onto its kernels. The kernels take contiguous tensors.
+// checked arguments (ops_args.hpp) mapped onto its kernels, which take any strides (add: to come
+// with its broadcasting kernel).
 #include <cmath>
 #include <initializer_list>
 #include <string>
@@ -7,6 +8,7 @@
 #include "backends.hpp"
 #include "common/views.hpp"
 #include "cuda/common.cuh"
+#include "cuda/layout.hpp"
 
 namespace opforge::cuda {
 namespace {
@@ -24,9 +26,20 @@ opforge_status require_contiguous(const char* op, std::initializer_list<std::pai
   return OPFORGE_OK;
 }
 
+// A per-channel float32 vector and its stride (any, as the C ABI allows).
+struct Channels {
+  float* data = nullptr;
+  int64_t stride = 1;
+  __device__ float& operator[](int64_t c) const { return data[c * stride]; }
+};
+
+Channels channels(const Tensor* t) {
+  return t == nullptr ? Channels{} : Channels{t->ptr<float>(), t->strides[0]};
+}
+
 // Inference: the statistics used, returned as the saved ones.
-__global__ void inference_statistics(const float* running_mean, const float* running_var,
-                                     float eps, float* save_mean, float* save_invstd, int64_t c) {
+__global__ void inference_statistics(Channels running_mean, Channels running_var, float eps,
+                                     Channels save_mean, Channels save_invstd, int64_t c) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < c) {
     save_mean[i] = running_mean[i];
@@ -40,13 +53,13 @@ constexpr int kFrozenThreads = 256;
 // dx = dy * weight * invstd, dweight = sum(dy * xhat), dbias = sum(dy).
 template <class T>
 __global__ void __launch_bounds__(kFrozenThreads)
-    frozen_backward(const T* __restrict__ x, const T* __restrict__ dy, const float* weight,
-                    const float* mean, const float* invstd, T* __restrict__ dx, float* dweight,
-                    float* dbias, int64_t n, int64_t c, int64_t s) {
+    frozen_backward(const T* __restrict__ x, const T* __restrict__ dy, Channels weight,
+                    Channels mean, Channels invstd, T* __restrict__ dx, Channels dweight,
+                    Channels dbias, int64_t n, int64_t c, int64_t s) {
   __shared__ float scratch[32];
   const int64_t ch = blockIdx.x;
   const float m = mean[ch], is = invstd[ch];
-  const float scale = (weight != nullptr ? weight[ch] : 1.0f) * is;
+  const float scale = (weight.data != nullptr ? weight[ch] : 1.0f) * is;
   float sum_dy = 0.0f, sum_dy_xhat = 0.0f;
   const int64_t count = n * s;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
@@ -72,28 +85,32 @@ opforge_status add(const ops::Add& args, void* stream) {
 }
 
 opforge_status softmax(const ops::Softmax& args, void* stream) {
-  if (const auto s = require_contiguous("softmax", {{args.x, "x"}, {args.y, "y"}})) return s;
   Tensor y = scalar_as_vector(*args.y);
   return softmax_forward(scalar_as_vector(*args.x), static_cast<int>(args.dim), y, stream);
 }
 
 opforge_status softmax_backward(const ops::SoftmaxBackward& args, void* stream) {
-  if (const auto s = require_contiguous("softmax_backward", {{args.y, "y"}, {args.dy, "dy"}, {args.dx, "dx"}})) return s;
   Tensor dx = scalar_as_vector(*args.dx);
   return softmax_backward(scalar_as_vector(*args.y), scalar_as_vector(*args.dy),
                           static_cast<int>(args.dim), dx, stream);
 }
 
 opforge_status argmax(const ops::Argmax& args, void* stream) {
-  if (const auto s = require_contiguous("argmax", {{args.x, "x"}, {args.out, "out"}})) return s;
   if (!args.dim) {
-    // The flattened tensor as one row; out as its one-element result.
-    Tensor row = *args.x, index = *args.out;
-    row.shape = {1, args.x->numel()};
-    row.strides = {args.x->numel(), 1};
+    // The flattened tensor (in row-major order: a contiguous copy of a strided one) as one row;
+    // out as its one-element result.
+    const auto s = static_cast<cudaStream_t>(stream);
+    Scratch scratch(s);
+    Tensor dense;
+    if (const auto status = dense_like("opforge_argmax", *args.x, true, scratch, s, dense)) {
+      return status;
+    }
+    Tensor index = *args.out;
+    dense.shape = {1, args.x->numel()};
+    dense.strides = {args.x->numel(), 1};
     index.shape = {1, 1};
     index.strides = {1, 1};
-    return argmax(row, 1, index, stream);
+    return argmax(dense, 1, index, stream);
   }
   const Tensor x = scalar_as_vector(*args.x);
   const int dim = static_cast<int>(*args.dim);
@@ -102,12 +119,6 @@ opforge_status argmax(const ops::Argmax& args, void* stream) {
 }
 
 opforge_status batch_norm(const ops::BatchNorm& args, void* stream) {
-  if (const auto s = require_contiguous(
-          "batch_norm", {{args.x, "x"}, {args.y, "y"}, {args.weight, "weight"}, {args.bias, "bias"},
-                         {args.running_mean, "running_mean"}, {args.running_var, "running_var"},
-                         {args.save_mean, "save_mean"}, {args.save_invstd, "save_invstd"}})) {
-    return s;
-  }
   BatchNorm bn;
   bn.x = args.x;
   bn.out = args.y;
@@ -127,20 +138,12 @@ opforge_status batch_norm(const ops::BatchNorm& args, void* stream) {
   if (s != OPFORGE_OK || bn.c == 0) return s;
   inference_statistics<<<static_cast<unsigned>((bn.c + 255) / 256), 256, 0,
                          static_cast<cudaStream_t>(stream)>>>(
-      args.running_mean->ptr<float>(), args.running_var->ptr<float>(),
-      static_cast<float>(args.eps), args.save_mean->ptr<float>(), args.save_invstd->ptr<float>(),
-      bn.c);
+      channels(args.running_mean), channels(args.running_var), static_cast<float>(args.eps),
+      channels(args.save_mean), channels(args.save_invstd), bn.c);
   return check_launch("opforge_batch_norm");
 }
 
 opforge_status batch_norm_backward(const ops::BatchNormBackward& args, void* stream) {
-  if (const auto s = require_contiguous(
-          "batch_norm_backward",
-          {{args.dy, "dy"}, {args.x, "x"}, {args.weight, "weight"}, {args.save_mean, "save_mean"},
-           {args.save_invstd, "save_invstd"}, {args.dx, "dx"}, {args.dweight, "dweight"},
-           {args.dbias, "dbias"}})) {
-    return s;
-  }
   BatchNorm bn;
   bn.x = args.x;
   bn.dy = args.dy;
@@ -159,16 +162,23 @@ opforge_status batch_norm_backward(const ops::BatchNormBackward& args, void* str
     return cuda_failure("opforge_batch_norm_backward", "cudaSetDevice", guard.status());
   }
   if (bn.c == 0) return OPFORGE_OK;
-  return by_dtype(args.x->dtype, [&](auto tag) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  Scratch scratch(s);
+  Tensor x, dy, dx;
+  const char* op = "opforge_batch_norm_backward";
+  if (const auto status = dense_like(op, *args.x, true, scratch, s, x)) return status;
+  if (const auto status = dense_like(op, *args.dy, true, scratch, s, dy)) return status;
+  if (const auto status = dense_like(op, *args.dx, false, scratch, s, dx)) return status;
+  const opforge_status launched = by_dtype(args.x->dtype, [&](auto tag) {
     using T = decltype(tag);
-    frozen_backward<T><<<static_cast<unsigned>(bn.c), kFrozenThreads, 0,
-                         static_cast<cudaStream_t>(stream)>>>(
-        args.x->ptr<T>(), args.dy->ptr<T>(),
-        args.weight != nullptr ? args.weight->ptr<float>() : nullptr, args.save_mean->ptr<float>(),
-        args.save_invstd->ptr<float>(), args.dx->ptr<T>(), args.dweight->ptr<float>(),
-        args.dbias->ptr<float>(), bn.n, bn.c, bn.s);
-    return check_launch("opforge_batch_norm_backward");
+    frozen_backward<T><<<static_cast<unsigned>(bn.c), kFrozenThreads, 0, s>>>(
+        x.ptr<T>(), dy.ptr<T>(), channels(args.weight), channels(args.save_mean),
+        channels(args.save_invstd), dx.ptr<T>(), channels(args.dweight), channels(args.dbias),
+        bn.n, bn.c, bn.s);
+    return check_launch(op);
   });
+  if (launched != OPFORGE_OK) return launched;
+  return copy_back(op, dx, *args.dx, s);
 }
 
 }  // namespace opforge::cuda

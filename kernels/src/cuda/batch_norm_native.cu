@@ -1,0 +1,772 @@
+// batch_norm by column reductions, for any strides.
+//
+// x (N x C x S) is viewed as N rows of J = C * S columns, column j belonging to channel j / S;
+// that needs each tensor's (C, S) plane to be one run of stride 1 (row-major, or a row-strided
+// slice of it), anything else goes through contiguous copies. Each pass is a column pass
+// (columns.cuh):
+// - training forward: Welford mean/M2 per column and chunk of rows; a warp per channel merges
+//   the chunks and the channel's S columns (in float64), writes save_mean/save_invstd, updates
+//   the running statistics (unbiased variance) and expands y = (x - mean) * scale + shift into
+//   per-column coefficients; a last pass applies them.
+// - inference: the coefficients from the running statistics, then the same last pass.
+// - backward: sums of dy and dy * (x - mean) per column and chunk; a warp per channel merges
+//   them into dbias, dweight and dx = (dy - mean(dy)) * a + (x - mean) * b per column.
+// The last pass walks the chunks backwards: the rows the reduction read last are still in L2.
+// 2-D input (S == 1) whose batch fits the shared memory of a cluster (Hopper) or of one block
+// skips the second read: training forward and backward hold a tile of channels over the whole
+// batch in shared memory and merge the statistics through distributed shared memory.
+#include <initializer_list>
+#include <type_traits>
+#include <utility>
+
+#include "cuda/batch_norm_native.hpp"
+#include "cuda/cluster.cuh"
+#include "cuda/columns.cuh"
+#include "cuda/layout.hpp"
+
+namespace opforge::cuda {
+namespace {
+
+constexpr const char* kTraining = "opforge_batch_norm_forward_training";
+constexpr const char* kInference = "opforge_batch_norm_forward_inference";
+constexpr const char* kBackward = "opforge_batch_norm_backward";
+
+// A float32 parameter or statistic of C elements (p == nullptr: absent).
+struct ChannelVec {
+  float* p;
+  int64_t stride;
+  __device__ __forceinline__ float& operator[](int64_t c) const { return p[c * stride]; }
+};
+
+ChannelVec channel_vec(const Tensor* t) {
+  return t == nullptr ? ChannelVec{nullptr, 0} : ChannelVec{t->ptr<float>(), t->strides[0]};
+}
+
+// t's (C, S) plane as one run of stride 1: the stride between rows (0 when N == 1), or false.
+bool plane_rows(const Tensor& t, int64_t* row) {
+  int64_t expected = 1;
+  for (int d = t.ndim() - 1; d >= 1; --d) {
+    if (t.shape[d] != 1 && t.strides[d] != expected) return false;
+    expected *= t.shape[d];
+  }
+  *row = t.shape[0] == 1 ? 0 : t.strides[0];
+  return true;
+}
+
+struct Welford {
+  float n, mean, m2;
+};
+
+__device__ __forceinline__ Welford welford_merge(Welford a, Welford b) {
+  const float n = a.n + b.n;
+  if (n == 0.0f) return a;
+  const float d = b.mean - a.mean, f = b.n / n;
+  return Welford{n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
+}
+
+struct GradSums {
+  float dy, dy_xmu;  // sums of dy and of dy * (x - mean)
+};
+
+// y = (x - mean) * scale + shift.
+struct Affine {
+  float mean, scale, shift;
+};
+
+// dx = (dy - g) * a + (x - mean) * b.
+struct GradAffine {
+  float mean, a, b, g;
+};
+
+// Pass 1 (training): Welford statistics of each column over a chunk of rows, to
+// partial[chunk * cols + column].
+template <class T, int V>
+__global__ void __launch_bounds__(kColThreads)
+    bn_column_stats(const T* __restrict__ x, int64_t x_row, int64_t rows, int64_t cols,
+                    int64_t chunk_rows, Welford* __restrict__ partial) {
+  using P = Pack<T, V>;
+  const int64_t col = column_of_thread<V>();
+  const int64_t chunk = column_chunk(false);
+  const int64_t begin = chunk * chunk_rows;
+  float mean[V], m2[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) mean[j] = m2[j] = 0.0f;
+  int count = 0;
+  if (col < cols) {
+    P buf[kColUnroll];
+    for_column_rows(
+        begin, std::min(rows, begin + chunk_rows),
+        [&](int64_t l, int u) { buf[u] = *reinterpret_cast<const P*>(x + col + l * x_row); },
+        [&](int64_t, int u) {
+          ++count;
+          const float inv = 1.0f / static_cast<float>(count);
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            const float v = to_f(buf[u].v[j]);
+            const float d = v - mean[j];
+            mean[j] += d * inv;
+            m2[j] += d * (v - mean[j]);
+          }
+        });
+  }
+  Welford st[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) st[j] = Welford{static_cast<float>(count), mean[j], m2[j]};
+  __shared__ Welford shared[kColGroups * 32 * V];
+  merge_column_groups<V>(
+      st, shared, [](Welford a, Welford b) { return welford_merge(a, b); },
+      [&](int c, Welford w) {
+        const int64_t cc = static_cast<int64_t>(blockIdx.x) * 32 * V + c;
+        if (cc < cols) partial[chunk * cols + cc] = w;
+      });
+}
+
+__device__ __forceinline__ void welford_add(double& n, double& mean, double& m2, double bn,
+                                            double bmean, double bm2) {
+  const double t = n + bn;
+  if (t == 0.0) return;
+  const double d = bmean - mean, f = bn / t;
+  m2 += bm2 + d * d * n * f;
+  mean += d * f;
+  n = t;
+}
+
+// Pass 2 (training): a warp per channel.
+__global__ void bn_finalize_training(const Welford* __restrict__ partial, int64_t chunks,
+                                     int64_t channels, int64_t spatial, ChannelVec weight,
+                                     ChannelVec bias, ChannelVec running_mean,
+                                     ChannelVec running_var, ChannelVec save_mean,
+                                     ChannelVec save_invstd, double momentum, double eps,
+                                     Affine* __restrict__ coef) {
+  const int lane = threadIdx.x & 31;
+  const int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  if (c >= channels) return;  // whole warps leave
+  const int64_t cols = channels * spatial;
+  double n = 0.0, mean = 0.0, m2 = 0.0;
+  for (int64_t p = lane; p < chunks * spatial; p += 32) {
+    const int64_t k = p / spatial;
+    const Welford w = partial[k * cols + c * spatial + (p - k * spatial)];
+    welford_add(n, mean, m2, w.n, w.mean, w.m2);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const double bn = __shfl_xor_sync(0xffffffffu, n, o);
+    const double bmean = __shfl_xor_sync(0xffffffffu, mean, o);
+    const double bm2 = __shfl_xor_sync(0xffffffffu, m2, o);
+    welford_add(n, mean, m2, bn, bmean, bm2);
+  }
+  // Merging is not bitwise symmetric: every lane takes lane 0's result.
+  n = __shfl_sync(0xffffffffu, n, 0);
+  mean = __shfl_sync(0xffffffffu, mean, 0);
+  m2 = __shfl_sync(0xffffffffu, m2, 0);
+  const double var = m2 / n;
+  const double invstd = 1.0 / sqrt(var + eps);
+  if (lane == 0) {
+    if (save_mean.p != nullptr) save_mean[c] = static_cast<float>(mean);
+    if (save_invstd.p != nullptr) save_invstd[c] = static_cast<float>(invstd);
+    if (running_mean.p != nullptr) {
+      running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
+      running_var[c] =
+          static_cast<float>((1.0 - momentum) * running_var[c] + momentum * var * n / (n - 1.0));
+    }
+  }
+  const double w = weight.p != nullptr ? weight[c] : 1.0;
+  const double b = bias.p != nullptr ? bias[c] : 0.0;
+  const Affine a{static_cast<float>(mean), static_cast<float>(w * invstd), static_cast<float>(b)};
+  for (int64_t s = lane; s < spatial; s += 32) coef[c * spatial + s] = a;
+}
+
+// Inference: coefficients of each column from the running statistics.
+__global__ void bn_prepare_inference(int64_t channels, int64_t spatial, ChannelVec weight,
+                                     ChannelVec bias, ChannelVec running_mean,
+                                     ChannelVec running_var, double eps,
+                                     Affine* __restrict__ coef) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= channels * spatial) return;
+  const int64_t c = j / spatial;
+  const double invstd = 1.0 / sqrt(static_cast<double>(running_var[c]) + eps);
+  const double w = weight.p != nullptr ? weight[c] : 1.0;
+  const double b = bias.p != nullptr ? bias[c] : 0.0;
+  coef[j] = Affine{running_mean[c], static_cast<float>(w * invstd), static_cast<float>(b)};
+}
+
+// Last forward pass: y from x and the column coefficients.
+template <class T, int V>
+__global__ void __launch_bounds__(kColThreads)
+    bn_apply(const T* __restrict__ x, int64_t x_row, T* __restrict__ y, int64_t y_row, int64_t rows,
+             int64_t cols, int64_t chunk_rows, const Affine* __restrict__ coef) {
+  using P = Pack<T, V>;
+  const int64_t col = column_of_thread<V>();
+  if (col >= cols) return;  // no barrier follows
+  const int64_t begin = column_chunk(true) * chunk_rows;
+  Affine a[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) a[j] = coef[col + j];
+  P buf[kColUnroll];
+  for_column_rows(
+      begin, std::min(rows, begin + chunk_rows),
+      [&](int64_t l, int u) { buf[u] = *reinterpret_cast<const P*>(x + col + l * x_row); },
+      [&](int64_t l, int u) {
+        P r;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          r.v[j] = from_f<T>((to_f(buf[u].v[j]) - a[j].mean) * a[j].scale + a[j].shift);
+        }
+        store_global(y + col + l * y_row, r);
+      });
+}
+
+// Backward pass 1: per column and chunk of rows, sums of dy and dy * (x - mean).
+template <class T, int V>
+__global__ void __launch_bounds__(kColThreads)
+    bn_column_grad_sums(const T* __restrict__ dy, int64_t dy_row, const T* __restrict__ x,
+                        int64_t x_row, int64_t rows, int64_t cols, int64_t spatial,
+                        ChannelVec save_mean, int64_t chunk_rows, GradSums* __restrict__ partial) {
+  using P = Pack<T, V>;
+  const int64_t col = column_of_thread<V>();
+  const int64_t chunk = column_chunk(false);
+  const int64_t begin = chunk * chunk_rows;
+  GradSums st[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) st[j] = GradSums{0.0f, 0.0f};
+  if (col < cols) {
+    float mean[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) mean[j] = save_mean[(col + j) / spatial];
+    P gb[kColUnroll], xb[kColUnroll];
+    for_column_rows(
+        begin, std::min(rows, begin + chunk_rows),
+        [&](int64_t l, int u) {
+          gb[u] = *reinterpret_cast<const P*>(dy + col + l * dy_row);
+          xb[u] = *reinterpret_cast<const P*>(x + col + l * x_row);
+        },
+        [&](int64_t, int u) {
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            const float g = to_f(gb[u].v[j]);
+            st[j].dy += g;
+            st[j].dy_xmu += g * (to_f(xb[u].v[j]) - mean[j]);
+          }
+        });
+  }
+  __shared__ GradSums shared[kColGroups * 32 * V];
+  merge_column_groups<V>(
+      st, shared, [](GradSums a, GradSums b) { return GradSums{a.dy + b.dy, a.dy_xmu + b.dy_xmu}; },
+      [&](int c, GradSums s) {
+        const int64_t cc = static_cast<int64_t>(blockIdx.x) * 32 * V + c;
+        if (cc < cols) partial[chunk * cols + cc] = s;
+      });
+}
+
+// Backward pass 2: a warp per channel.
+__global__ void bn_finalize_backward(const GradSums* __restrict__ partial, int64_t chunks,
+                                     int64_t channels, int64_t spatial, double count,
+                                     ChannelVec weight, ChannelVec save_mean,
+                                     ChannelVec save_invstd, ChannelVec dweight, ChannelVec dbias,
+                                     GradAffine* __restrict__ coef) {
+  const int lane = threadIdx.x & 31;
+  const int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  if (c >= channels) return;  // whole warps leave
+  const int64_t cols = channels * spatial;
+  double sum_dy = 0.0, sum_dy_xmu = 0.0;
+  for (int64_t p = lane; p < chunks * spatial; p += 32) {
+    const int64_t k = p / spatial;
+    const GradSums s = partial[k * cols + c * spatial + (p - k * spatial)];
+    sum_dy += s.dy;
+    sum_dy_xmu += s.dy_xmu;
+  }
+  // Sums are symmetric: after the butterfly every lane holds the same totals.
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    sum_dy += __shfl_xor_sync(0xffffffffu, sum_dy, o);
+    sum_dy_xmu += __shfl_xor_sync(0xffffffffu, sum_dy_xmu, o);
+  }
+  const double invstd = save_invstd[c];
+  const double scale = (weight.p != nullptr ? weight[c] : 1.0) * invstd;
+  if (lane == 0) {
+    if (dweight.p != nullptr) dweight[c] = static_cast<float>(sum_dy_xmu * invstd);
+    if (dbias.p != nullptr) dbias[c] = static_cast<float>(sum_dy);
+  }
+  const GradAffine k{save_mean[c], static_cast<float>(scale),
+                     static_cast<float>(-scale * invstd * invstd * sum_dy_xmu / count),
+                     static_cast<float>(sum_dy / count)};
+  for (int64_t s = lane; s < spatial; s += 32) coef[c * spatial + s] = k;
+}
+
+// Backward pass 3: dx.
+template <class T, int V>
+__global__ void __launch_bounds__(kColThreads)
+    bn_apply_backward(const T* __restrict__ dy, int64_t dy_row, const T* __restrict__ x,
+                      int64_t x_row, T* __restrict__ dx, int64_t dx_row, int64_t rows, int64_t cols,
+                      int64_t chunk_rows, const GradAffine* __restrict__ coef) {
+  using P = Pack<T, V>;
+  const int64_t col = column_of_thread<V>();
+  if (col >= cols) return;  // no barrier follows
+  const int64_t begin = column_chunk(true) * chunk_rows;
+  GradAffine k[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) k[j] = coef[col + j];
+  P gb[kColUnroll], xb[kColUnroll];
+  for_column_rows(
+      begin, std::min(rows, begin + chunk_rows),
+      [&](int64_t l, int u) {
+        gb[u] = *reinterpret_cast<const P*>(dy + col + l * dy_row);
+        xb[u] = *reinterpret_cast<const P*>(x + col + l * x_row);
+      },
+      [&](int64_t l, int u) {
+        P r;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          r.v[j] = from_f<T>((to_f(gb[u].v[j]) - k[j].g) * k[j].a +
+                             (to_f(xb[u].v[j]) - k[j].mean) * k[j].b);
+        }
+        store_global(dx + col + l * dx_row, r);
+      });
+}
+
+// 2-D input (S == 1), training forward and backward: a tile of W adjacent channels over the
+// whole batch in (cluster) shared memory, so x and dy are read once. The block of rank r among
+// the blocks_per_tile blocks of a tile (a cluster when kCluster, else one block; cluster_place)
+// holds rows [r * rows_per_block, ...); they merge their column statistics through distributed
+// shared memory, rank 0 writes the per-channel outputs, and every block writes its rows.
+template <class T>
+struct TileData {
+  const T* x;
+  const T* dy;  // backward only
+  T* out;       // y or dx
+  int64_t x_row, dy_row, out_row;
+  int64_t rows, cols;  // N, C
+};
+
+struct TileParams {
+  ChannelVec weight, bias, running_mean, running_var, save_mean, save_invstd, dweight, dbias;
+  double momentum, eps;
+};
+
+// Forward: y = (x - mean) * a + b. Backward: dx = (dy - g) * a + (x - mean) * b.
+struct Coef {
+  float mean, a, b, g;
+};
+
+__device__ __forceinline__ Welford shfl_xor(Welford w, int offset) {
+  return Welford{__shfl_xor_sync(0xffffffffu, w.n, offset),
+                 __shfl_xor_sync(0xffffffffu, w.mean, offset),
+                 __shfl_xor_sync(0xffffffffu, w.m2, offset)};
+}
+__device__ __forceinline__ GradSums shfl_xor(GradSums s, int offset) {
+  return GradSums{__shfl_xor_sync(0xffffffffu, s.dy, offset),
+                  __shfl_xor_sync(0xffffffffu, s.dy_xmu, offset)};
+}
+__device__ __forceinline__ GradSums grad_merge(GradSums a, GradSums b) {
+  return GradSums{a.dy + b.dy, a.dy_xmu + b.dy_xmu};
+}
+
+template <class T, int V, bool kBackward, bool kCluster>
+__global__ void __launch_bounds__(kTileThreads)
+    bn_column_tiles(TileData<T> d, TileParams p, int64_t rows_per_block, int blocks_per_tile) {
+  constexpr int W = kTileWidthBytes / static_cast<int>(sizeof(T));
+  constexpr int kLanes = W / V;
+  constexpr int kRowsPerStep = kTileThreads / kLanes;
+  static_assert(kLanes <= 32 && 32 % kLanes == 0, "a tile row must fit a warp");
+  using P = Pack<T, V>;
+  using S = std::conditional_t<kBackward, GradSums, Welford>;
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  __shared__ S warp_parts[kTileThreads / 32][W];
+  __shared__ S block_parts[W], tile_stats[W];
+  __shared__ Coef coef[W];
+  T* s_x = reinterpret_cast<T*>(dynamic_smem);  // [rows_per_block][W]
+  T* s_dy = s_x + rows_per_block * W;           // backward only
+  auto merge = [](S a, S b) {
+    if constexpr (kBackward) {
+      return grad_merge(a, b);
+    } else {
+      return welford_merge(a, b);
+    }
+  };
+
+  const Place place = cluster_place<kCluster>();
+  const int64_t tile = place.item;
+  const int rank = place.rank;
+  const int cw = (threadIdx.x % kLanes) * V;  // the thread's first column within the tile
+  const int64_t col = tile * W + cw;
+  const bool active = col < d.cols;  // V > 1 only when cols % V == 0
+  const int slot = threadIdx.x / kLanes;
+  const int64_t begin = std::min<int64_t>(d.rows, rank * rows_per_block);
+  const int64_t n = std::min<int64_t>(d.rows, begin + rows_per_block) - begin;
+  const T* x = d.x + begin * d.x_row + col;
+  const T* dy = kBackward ? d.dy + begin * d.dy_row + col : nullptr;
+
+  float acc0[V], acc1[V], mean[V];  // forward: Welford mean, M2; backward: sums of dy, dy*(x-mean)
+#pragma unroll
+  for (int j = 0; j < V; ++j) acc0[j] = acc1[j] = mean[j] = 0.0f;
+  int count = 0;
+  if (active) {
+    if constexpr (kBackward) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) mean[j] = p.save_mean[col + j];
+    }
+    for (int64_t r = slot; r < n; r += static_cast<int64_t>(kRowsPerStep) * kColUnroll) {
+      P xv[kColUnroll], gv[kColUnroll];
+#pragma unroll
+      for (int u = 0; u < kColUnroll; ++u) {
+        const int64_t rr = r + static_cast<int64_t>(u) * kRowsPerStep;
+        if (rr < n) {
+          xv[u] = *reinterpret_cast<const P*>(x + rr * d.x_row);
+          if constexpr (kBackward) gv[u] = *reinterpret_cast<const P*>(dy + rr * d.dy_row);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kColUnroll; ++u) {
+        const int64_t rr = r + static_cast<int64_t>(u) * kRowsPerStep;
+        if (rr < n) {
+          *reinterpret_cast<P*>(s_x + rr * W + cw) = xv[u];
+          if constexpr (kBackward) {
+            *reinterpret_cast<P*>(s_dy + rr * W + cw) = gv[u];
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+              const float g = to_f(gv[u].v[j]);
+              acc0[j] += g;
+              acc1[j] += g * (to_f(xv[u].v[j]) - mean[j]);
+            }
+          } else {
+            ++count;
+            const float inv = 1.0f / static_cast<float>(count);
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+              const float v = to_f(xv[u].v[j]);
+              const float dlt = v - acc0[j];
+              acc0[j] += dlt * inv;
+              acc1[j] += dlt * (v - acc0[j]);
+            }
+          }
+        }
+      }
+    }
+  }
+  S st[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    if constexpr (kBackward) {
+      st[j] = GradSums{acc0[j], acc1[j]};
+    } else {
+      st[j] = Welford{static_cast<float>(count), acc0[j], acc1[j]};
+    }
+  }
+
+  // Threads of one warp with the same columns, then the warps, then the cluster's blocks.
+#pragma unroll
+  for (int off = 16; off >= kLanes; off >>= 1) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) st[j] = merge(st[j], shfl_xor(st[j], off));
+  }
+  if ((threadIdx.x & 31) < kLanes) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) warp_parts[threadIdx.x >> 5][cw + j] = st[j];
+  }
+  __syncthreads();
+  if (threadIdx.x < W) {
+    S t = warp_parts[0][threadIdx.x];
+    for (int w = 1; w < kTileThreads / 32; ++w) t = merge(t, warp_parts[w][threadIdx.x]);
+    block_parts[threadIdx.x] = t;
+  }
+  combine_blocks<kCluster>(block_parts, tile_stats, W, blocks_per_tile, merge);
+
+  // Per channel: the coefficients, and (block 0) the statistics or parameter gradients.
+  const int64_t c = tile * W + threadIdx.x;
+  if (threadIdx.x < W && c < d.cols) {
+    const S t = tile_stats[threadIdx.x];
+    const double w = p.weight.p != nullptr ? p.weight[c] : 1.0;
+    if constexpr (kBackward) {
+      const double count_all = static_cast<double>(d.rows);
+      const double invstd = p.save_invstd[c], scale = w * invstd;
+      if (rank == 0 && p.dweight.p != nullptr) p.dweight[c] = static_cast<float>(t.dy_xmu * invstd);
+      if (rank == 0 && p.dbias.p != nullptr) p.dbias[c] = t.dy;
+      coef[threadIdx.x] = Coef{p.save_mean[c], static_cast<float>(scale),
+                               static_cast<float>(-scale * invstd * invstd * t.dy_xmu / count_all),
+                               static_cast<float>(t.dy / count_all)};
+    } else {
+      const double nn = t.n, m = t.mean, var = t.m2 / nn;
+      const double invstd = 1.0 / sqrt(var + p.eps);
+      if (rank == 0) {
+        if (p.save_mean.p != nullptr) p.save_mean[c] = t.mean;
+        if (p.save_invstd.p != nullptr) p.save_invstd[c] = static_cast<float>(invstd);
+        if (p.running_mean.p != nullptr) {
+          p.running_mean[c] =
+              static_cast<float>((1.0 - p.momentum) * p.running_mean[c] + p.momentum * m);
+          p.running_var[c] = static_cast<float>((1.0 - p.momentum) * p.running_var[c] +
+                                                p.momentum * var * nn / (nn - 1.0));
+        }
+      }
+      const double b = p.bias.p != nullptr ? p.bias[c] : 0.0;
+      coef[threadIdx.x] = Coef{t.mean, static_cast<float>(w * invstd), static_cast<float>(b), 0.0f};
+    }
+  }
+  __syncthreads();
+
+  if (active) {
+    Coef k[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) k[j] = coef[cw + j];
+    T* out = d.out + begin * d.out_row + col;
+#pragma unroll 4
+    for (int64_t r = slot; r < n; r += kRowsPerStep) {
+      const P xv = *reinterpret_cast<const P*>(s_x + r * W + cw);
+      P gv;
+      if constexpr (kBackward) gv = *reinterpret_cast<const P*>(s_dy + r * W + cw);
+      P res;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float xm = to_f(xv.v[j]) - k[j].mean;
+        res.v[j] = from_f<T>(kBackward ? (to_f(gv.v[j]) - k[j].g) * k[j].a + xm * k[j].b
+                                       : xm * k[j].a + k[j].b);
+      }
+      store_global(out + r * d.out_row, res);
+    }
+  }
+}
+
+__global__ void fill_channels(ChannelVec v, int64_t channels, float value) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c < channels) v[c] = value;
+}
+
+// Shared by the three entry points: the device, the scratch, the data as rows.
+class Pass {
+ public:
+  Pass(const char* op, const BatchNorm& bn, cudaStream_t stream)
+      : guard_(bn.x->device.device_id), op(op), bn(bn), stream(stream), scratch(stream) {}
+
+  opforge_status begin() {
+    if (guard_.status() != cudaSuccess) return cuda_failure(op, "cudaSetDevice", guard_.status());
+    if (ceil_div(bn.c * bn.s, 32) > INT32_MAX) {
+      return fail(OPFORGE_ERROR_INVALID_ARGUMENT,
+                  std::string(op) + ": more than 2^36 values per sample");
+    }
+    const cudaError_t e = device_info(bn.x->device.device_id, &dev);
+    return e == cudaSuccess ? OPFORGE_OK : cuda_failure(op, "cudaDeviceGetAttribute", e);
+  }
+
+  opforge_status zero(const Tensor* t) {
+    if (t == nullptr || bn.c == 0) return OPFORGE_OK;
+    fill_channels<<<static_cast<unsigned>(ceil_div(bn.c, 256)), 256, 0, stream>>>(channel_vec(t),
+                                                                                  bn.c, 0.0f);
+    return check_launch(op);
+  }
+
+  template <class T>
+  cudaError_t workspace(int64_t count, T** out) {
+    return scratch.alloc(count, out);
+  }
+
+  // Packs of V = kVec<T> elements when the columns and every row allow, else 1.
+  template <class T>
+  bool packed(std::initializer_list<std::pair<const Tensor*, int64_t>> data) const {
+    constexpr int N = kVec<T>;
+    if ((bn.c * bn.s) % N != 0) return false;
+    for (const auto& [t, row] : data) {
+      if (!aligned16(t->data) || row % N != 0) return false;
+    }
+    return true;
+  }
+
+ private:
+  DeviceGuard guard_;  // first in, last out: the scratch is freed on x's device
+
+ public:
+  const char* op;
+  const BatchNorm& bn;
+  cudaStream_t stream;
+  Scratch scratch;
+  DeviceInfo dev;
+};
+
+// 2-D input in (cluster) shared-memory tiles, when they fit: *launched says whether they did.
+template <class T, int V, bool kBackward>
+opforge_status column_tiles(Pass& p, int64_t x_row, int64_t dy_row, int64_t out_row,
+                            bool* launched) {
+  const BatchNorm& bn = p.bn;
+  const int64_t tiles = ceil_div(bn.c, kTileWidthBytes / static_cast<int>(sizeof(T)));
+  auto* clustered = bn_column_tiles<T, V, kBackward, true>;
+  auto* single = bn_column_tiles<T, V, kBackward, false>;
+  const TilePlan plan = plan_tiles(clustered, single, tiles, bn.n,
+                                   kTileWidthBytes * (kBackward ? 2 : 1), p.dev, p.stream);
+  *launched = plan.blocks > 0;
+  if (!*launched) return OPFORGE_OK;
+  const TileData<T> d{bn.x->ptr<T>(),
+                      kBackward ? bn.dy->ptr<T>() : nullptr,
+                      bn.out->ptr<T>(),
+                      x_row,
+                      dy_row,
+                      out_row,
+                      bn.n,
+                      bn.c};
+  const TileParams tp{channel_vec(bn.weight),
+                      channel_vec(bn.bias),
+                      channel_vec(bn.running_mean),
+                      channel_vec(bn.running_var),
+                      channel_vec(bn.save_mean),
+                      channel_vec(bn.save_invstd),
+                      channel_vec(bn.dweight),
+                      channel_vec(bn.dbias),
+                      bn.momentum,
+                      bn.eps};
+  return launch_tiles(p.op, plan, clustered, single, tiles, p.dev, p.stream, d, tp,
+                      plan.rows_per_block, plan.blocks);
+}
+
+template <class T, int V>
+opforge_status training(Pass& p, int64_t x_row, int64_t y_row) {
+  const BatchNorm& bn = p.bn;
+  if (bn.s == 1) {
+    bool launched = false;
+    const opforge_status st = column_tiles<T, V, false>(p, x_row, 0, y_row, &launched);
+    if (st != OPFORGE_OK || launched) return st;
+  }
+  const int64_t cols = bn.c * bn.s;
+  const ColumnGrid g = column_grid(cols, bn.n, V, p.dev);
+  Welford* partial = nullptr;
+  Affine* coef = nullptr;
+  cudaError_t e = p.workspace(g.chunks * cols, &partial);
+  if (e == cudaSuccess) e = p.workspace(cols, &coef);
+  if (e != cudaSuccess) return cuda_failure(p.op, "cudaMallocAsync (workspace)", e);
+  const dim3 grid(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.chunks));
+  const T* x = bn.x->ptr<T>();
+  bn_column_stats<T, V>
+      <<<grid, kColThreads, 0, p.stream>>>(x, x_row, bn.n, cols, g.chunk_rows, partial);
+  bn_finalize_training<<<static_cast<unsigned>(ceil_div(bn.c, 8)), 256, 0, p.stream>>>(
+      partial, g.chunks, bn.c, bn.s, channel_vec(bn.weight), channel_vec(bn.bias),
+      channel_vec(bn.running_mean), channel_vec(bn.running_var), channel_vec(bn.save_mean),
+      channel_vec(bn.save_invstd), bn.momentum, bn.eps, coef);
+  bn_apply<T, V><<<grid, kColThreads, 0, p.stream>>>(x, x_row, bn.out->ptr<T>(), y_row, bn.n, cols,
+                                                     g.chunk_rows, coef);
+  return check_launch(p.op);
+}
+
+template <class T, int V>
+opforge_status inference(Pass& p, int64_t x_row, int64_t y_row) {
+  const BatchNorm& bn = p.bn;
+  const int64_t cols = bn.c * bn.s;
+  const ColumnGrid g = column_grid(cols, bn.n, V, p.dev);
+  Affine* coef = nullptr;
+  const cudaError_t e = p.workspace(cols, &coef);
+  if (e != cudaSuccess) return cuda_failure(p.op, "cudaMallocAsync (workspace)", e);
+  bn_prepare_inference<<<static_cast<unsigned>(ceil_div(cols, 256)), 256, 0, p.stream>>>(
+      bn.c, bn.s, channel_vec(bn.weight), channel_vec(bn.bias), channel_vec(bn.running_mean),
+      channel_vec(bn.running_var), bn.eps, coef);
+  const dim3 grid(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.chunks));
+  bn_apply<T, V><<<grid, kColThreads, 0, p.stream>>>(bn.x->ptr<T>(), x_row, bn.out->ptr<T>(), y_row,
+                                                     bn.n, cols, g.chunk_rows, coef);
+  return check_launch(p.op);
+}
+
+template <class T, int V>
+opforge_status backward(Pass& p, int64_t dy_row, int64_t x_row, int64_t dx_row) {
+  const BatchNorm& bn = p.bn;
+  if (bn.s == 1) {
+    bool launched = false;
+    const opforge_status st = column_tiles<T, V, true>(p, x_row, dy_row, dx_row, &launched);
+    if (st != OPFORGE_OK || launched) return st;
+  }
+  const int64_t cols = bn.c * bn.s;
+  const ColumnGrid g = column_grid(cols, bn.n, V, p.dev);
+  GradSums* partial = nullptr;
+  GradAffine* coef = nullptr;
+  cudaError_t e = p.workspace(g.chunks * cols, &partial);
+  if (e == cudaSuccess) e = p.workspace(cols, &coef);
+  if (e != cudaSuccess) return cuda_failure(p.op, "cudaMallocAsync (workspace)", e);
+  const dim3 grid(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.chunks));
+  const T* dy = bn.dy->ptr<T>();
+  const T* x = bn.x->ptr<T>();
+  bn_column_grad_sums<T, V><<<grid, kColThreads, 0, p.stream>>>(
+      dy, dy_row, x, x_row, bn.n, cols, bn.s, channel_vec(bn.save_mean), g.chunk_rows, partial);
+  bn_finalize_backward<<<static_cast<unsigned>(ceil_div(bn.c, 8)), 256, 0, p.stream>>>(
+      partial, g.chunks, bn.c, bn.s, static_cast<double>(bn.n) * static_cast<double>(bn.s),
+      channel_vec(bn.weight), channel_vec(bn.save_mean), channel_vec(bn.save_invstd),
+      channel_vec(bn.dweight), channel_vec(bn.dbias), coef);
+  bn_apply_backward<T, V><<<grid, kColThreads, 0, p.stream>>>(
+      dy, dy_row, x, x_row, bn.out->ptr<T>(), dx_row, bn.n, cols, g.chunk_rows, coef);
+  return check_launch(p.op);
+}
+
+// Runs `run(dense)` on a copy of bn whose data tensors are contiguous temporaries (inputs
+// filled from the originals), then copies the output back.
+template <class Run>
+opforge_status through_dense(Pass& p, Run&& run) {
+  BatchNorm dense = p.bn;
+  Tensor x, dy, out;
+  opforge_status st = dense_like(p.op, *p.bn.x, true, p.scratch, p.stream, x);
+  if (st == OPFORGE_OK && p.bn.dy != nullptr) {
+    st = dense_like(p.op, *p.bn.dy, true, p.scratch, p.stream, dy);
+    dense.dy = &dy;
+  }
+  if (st == OPFORGE_OK) st = dense_like(p.op, *p.bn.out, false, p.scratch, p.stream, out);
+  dense.x = &x;
+  dense.out = &out;
+  if (st == OPFORGE_OK) st = run(dense);
+  if (st == OPFORGE_OK) st = copy_back(p.op, out, *p.bn.out, p.stream);
+  return st;
+}
+
+}  // namespace
+
+opforge_status native_batch_norm_forward_training(const BatchNorm& bn, cudaStream_t stream) {
+  Pass p(kTraining, bn, stream);
+  opforge_status st = p.begin();
+  if (st != OPFORGE_OK) return st;
+  if (bn.x->numel() == 0) {
+    // Empty batch: zero saved statistics, running statistics untouched (as PyTorch).
+    st = p.zero(bn.save_mean);
+    return st == OPFORGE_OK ? p.zero(bn.save_invstd) : st;
+  }
+  int64_t x_row = 0, y_row = 0;
+  if (!plane_rows(*bn.x, &x_row) || !plane_rows(*bn.out, &y_row)) {
+    return through_dense(
+        p, [&](const BatchNorm& d) { return native_batch_norm_forward_training(d, stream); });
+  }
+  return by_dtype(bn.x->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.packed<T>({{bn.x, x_row}, {bn.out, y_row}})) return training<T, kVec<T>>(p, x_row, y_row);
+    return training<T, 1>(p, x_row, y_row);
+  });
+}
+
+opforge_status native_batch_norm_forward_inference(const BatchNorm& bn, cudaStream_t stream) {
+  Pass p(kInference, bn, stream);
+  opforge_status st = p.begin();
+  if (st != OPFORGE_OK || bn.x->numel() == 0) return st;
+  int64_t x_row = 0, y_row = 0;
+  if (!plane_rows(*bn.x, &x_row) || !plane_rows(*bn.out, &y_row)) {
+    return through_dense(
+        p, [&](const BatchNorm& d) { return native_batch_norm_forward_inference(d, stream); });
+  }
+  return by_dtype(bn.x->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.packed<T>({{bn.x, x_row}, {bn.out, y_row}}))
+      return inference<T, kVec<T>>(p, x_row, y_row);
+    return inference<T, 1>(p, x_row, y_row);
+  });
+}
+
+opforge_status native_batch_norm_backward(const BatchNorm& bn, cudaStream_t stream) {
+  Pass p(kBackward, bn, stream);
+  opforge_status st = p.begin();
+  if (st != OPFORGE_OK) return st;
+  if (bn.x->numel() == 0) {
+    st = p.zero(bn.dweight);
+    return st == OPFORGE_OK ? p.zero(bn.dbias) : st;
+  }
+  int64_t dy_row = 0, x_row = 0, dx_row = 0;
+  if (!plane_rows(*bn.dy, &dy_row) || !plane_rows(*bn.x, &x_row) || !plane_rows(*bn.out, &dx_row)) {
+    return through_dense(p,
+                         [&](const BatchNorm& d) { return native_batch_norm_backward(d, stream); });
+  }
+  return by_dtype(bn.x->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.packed<T>({{bn.dy, dy_row}, {bn.x, x_row}, {bn.out, dx_row}})) {
+      return backward<T, kVec<T>>(p, dy_row, x_row, dx_row);
+    }
+    return backward<T, 1>(p, dy_row, x_row, dx_row);
+  });
+}
+
+}  // namespace opforge::cuda

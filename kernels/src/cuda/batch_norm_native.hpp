@@ -1,0 +1,19 @@
+// batch_norm without cuDNN, for any strides (batch_norm_native.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "backends.hpp"
+
+namespace opforge::cuda {
+
+// Spatial sizes (S = L or H*W) up to this take the native kernels even when cuDNN is there:
+// they are column reductions over N of an N x (C*S) matrix, which cuDNN's batch norm handles
+// poorly (2-D input: 0.50x torch forward, 0.47x backward on an H100; see the README).
+constexpr int64_t kNativeMaxSpatial = 32;
+
+opforge_status native_batch_norm_forward_training(const BatchNorm& bn, cudaStream_t stream);
+opforge_status native_batch_norm_forward_inference(const BatchNorm& bn, cudaStream_t stream);
+opforge_status native_batch_norm_backward(const BatchNorm& bn, cudaStream_t stream);
+
+}  // namespace opforge::cuda
