@@ -63,6 +63,15 @@ class Call {
     return t;
   }
 
+  // An output with the shape and dtype of `like` and, as torch's empty_like, its memory layout:
+  // an op on a transposed view returns a transposed result without copying either.
+  Tensor allocate_like(DLTensor* described, const Tensor& like) {
+    Tensor t = torch::stable::empty_like(like);
+    described->data = t.data_ptr();
+    described->strides = const_cast<int64_t*>(t.strides().data());
+    return t;
+  }
+
   int choice(const std::string& value, std::initializer_list<const char*> values,
              const char* name) {
     int i = 0;

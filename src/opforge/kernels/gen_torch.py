@@ -75,7 +75,10 @@ def _cpp_kernel(op: Op) -> list[str]:
     first = next(a.name for a in op.tensors if not a.optional)
     lines.append(f"  call.check(opforge_{op.name}_infer({all_args}));")
     for out in outs:
-        lines.append(f"  Tensor {out.name} = call.allocate({out.name}_, {first});")
+        if out.rule == "like":
+            lines.append(f"  Tensor {out.name} = call.allocate_like({out.name}_, {out.spec});")
+        else:
+            lines.append(f"  Tensor {out.name} = call.allocate({out.name}_, {first});")
     lines.append(f"  call.check(opforge_{op.name}({all_args}, call.stream()));")
     names = ", ".join(o.name for o in outs)
     lines.append(f"  return {names if len(outs) == 1 else '{' + names + '}'};")
@@ -117,7 +120,7 @@ def cpp_source(table: OpTable) -> str:
 def _fake_output(op: Op, rule: str, spec) -> str:
     first = next(a.name for a in op.tensors if not a.optional)
     if rule == "like":
-        return f"{spec}.new_empty(_shapes.like({spec}.shape))"
+        return f"torch.empty_like({spec})"
     if rule == "broadcast":
         a, b = spec
         return f"{a}.new_empty(_shapes.broadcast({a}.shape, {b}.shape))"
