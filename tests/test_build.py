@@ -371,7 +371,9 @@ def test_gpu_torch_adapter_builds_without_a_cuda_torch(tmp_path):
     result = opforge(project, "build", "--profile", "gpu", "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr
     extension = project / "dist" / "gpu" / "python" / "opforge" / "torch" / "_C.so"
-    needed = subprocess.run(["readelf", "-d", str(extension)], capture_output=True, text=True).stdout
+    needed = subprocess.run(
+        ["readelf", "-d", str(extension)], capture_output=True, text=True
+    ).stdout
     assert "[libtorch_cpu.so]" in needed and "[libtorch_cuda.so]" in needed
     assert "libc10" not in needed, "nothing but the stable C shim is taken from torch"
     assert list(project.glob("dist/opforge_torch-*+gpu-*.whl"))

@@ -47,7 +47,12 @@ def test_every_op_is_in_both_adapters_generated_code():
 
 def test_generation_is_deterministic():
     again = optable.load(REPO / "kernels" / "ops.yaml")
-    for generate in (gen_c.header, gen_c.api_source, gen_torch.python_source, gen_mindspore.python_source):
+    for generate in (
+        gen_c.header,
+        gen_c.api_source,
+        gen_torch.python_source,
+        gen_mindspore.python_source,
+    ):
         assert generate(TABLE) == generate(again)
 
 
@@ -124,18 +129,46 @@ _DELETE = object()
 BAD = [
     ("version", _set("version", 1), "version: expected 2, got 1"),
     ("unknown key", _set("ops.add.shape", "x"), "ops.add.shape: unknown key"),
-    ("signature", _set("ops.add.signature", "add(a, b) -> out"), "ops.add.signature: cannot read argument 'a'"),
+    (
+        "signature",
+        _set("ops.add.signature", "add(a, b) -> out"),
+        "ops.add.signature: cannot read argument 'a'",
+    ),
     (
         "signature name",
         _set("ops.add.signature", "plus(Tensor a) -> Tensor out"),
         "ops.add.signature: expected `add(Type arg, ...) -> Type out`",
     ),
-    ("dtype set", _set("ops.softmax.inputs.x.dtypes", "floaty"), "ops.softmax.inputs.x.dtypes: unknown dtype set 'floaty'"),
-    ("tensor without checks", _set("ops.softmax.inputs.x", {}), "ops.softmax.inputs.x: say what the tensor must be"),
-    ("dim of a scalar", _set("ops.softmax.scalars.dim.dim", "dim"), "ops.softmax.scalars.dim.dim: expected the name of a tensor argument"),
-    ("output rule", _set("ops.softmax.outputs.y", {"like": "x", "channels": "x"}), "ops.softmax.outputs.y: give exactly one shape rule"),
-    ("missing output", _set("ops.softmax.outputs", {}), "ops.softmax.outputs.y: give exactly one shape rule"),
-    ("backward op", _set("ops.softmax.backward.op", "softmax_grad"), "ops.softmax.backward.op: unknown op 'softmax_grad'"),
+    (
+        "dtype set",
+        _set("ops.softmax.inputs.x.dtypes", "floaty"),
+        "ops.softmax.inputs.x.dtypes: unknown dtype set 'floaty'",
+    ),
+    (
+        "tensor without checks",
+        _set("ops.softmax.inputs.x", {}),
+        "ops.softmax.inputs.x: say what the tensor must be",
+    ),
+    (
+        "dim of a scalar",
+        _set("ops.softmax.scalars.dim.dim", "dim"),
+        "ops.softmax.scalars.dim.dim: expected the name of a tensor argument",
+    ),
+    (
+        "output rule",
+        _set("ops.softmax.outputs.y", {"like": "x", "channels": "x"}),
+        "ops.softmax.outputs.y: give exactly one shape rule",
+    ),
+    (
+        "missing output",
+        _set("ops.softmax.outputs", {}),
+        "ops.softmax.outputs.y: give exactly one shape rule",
+    ),
+    (
+        "backward op",
+        _set("ops.softmax.backward.op", "softmax_grad"),
+        "ops.softmax.backward.op: unknown op 'softmax_grad'",
+    ),
     (
         "backward args",
         _set("ops.softmax.backward.args", {"y": "y", "dy": "grad_y"}),
@@ -146,9 +179,34 @@ BAD = [
         _set("ops.softmax.backward.args", {"y": "y", "dy": "grad_z", "dim": "dim"}),
         "ops.softmax.backward.args.dy: 'grad_z' is not an input, output, scalar or grad_<output>",
     ),
-    ("linear factor", _set("ops.add.backward", {"linear": {"a": 2}}), "ops.add.backward.linear.a: expected 1 or the name of a float argument"),
-    ("function args", _set("ops.add.torch", [{"def": "add(a, b)", "doc": "d", "args": {"a": "a"}, "returns": "out"}]), "ops.add.torch.0.args: must give every argument of the op"),
-    ("function expression", _set("ops.add.torch", [{"def": "add(a, b)", "doc": "d", "args": {"a": "a", "b": "c", "alpha": 1}, "returns": "out"}]), "ops.add.torch.0.args.b: 'c' is not a parameter of the function"),
+    (
+        "linear factor",
+        _set("ops.add.backward", {"linear": {"a": 2}}),
+        "ops.add.backward.linear.a: expected 1 or the name of a float argument",
+    ),
+    (
+        "function args",
+        _set(
+            "ops.add.torch",
+            [{"def": "add(a, b)", "doc": "d", "args": {"a": "a"}, "returns": "out"}],
+        ),
+        "ops.add.torch.0.args: must give every argument of the op",
+    ),
+    (
+        "function expression",
+        _set(
+            "ops.add.torch",
+            [
+                {
+                    "def": "add(a, b)",
+                    "doc": "d",
+                    "args": {"a": "a", "b": "c", "alpha": 1},
+                    "returns": "out",
+                }
+            ],
+        ),
+        "ops.add.torch.0.args.b: 'c' is not a parameter of the function",
+    ),
 ]
 
 
@@ -166,10 +224,12 @@ def test_generator_command_reports_a_bad_table_in_one_line(tmp_path):
     import sys
 
     path = tmp_path / "ops.yaml"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         version: 2
         ops: {}
-    """))
+    """)
+    )
     result = subprocess.run(
         [sys.executable, "-m", "opforge.kernels", "c", str(path), str(tmp_path / "out")],
         capture_output=True,
@@ -184,4 +244,6 @@ def test_generator_command_reports_a_bad_table_in_one_line(tmp_path):
 def test_shapes_module_imports_nothing_from_a_framework():
     spec = importlib.util.find_spec("opforge.kernels.shapes")
     text = Path(spec.origin).read_text()
-    assert "import torch" not in text and "import mindspore" not in text and "from opforge" not in text
+    assert (
+        "import torch" not in text and "import mindspore" not in text and "from opforge" not in text
+    )

@@ -52,12 +52,20 @@ def _short(value: object) -> str:
     return str(value)
 
 
-def case(op: str, shape: tuple[int, ...], dtype: str = "float32", layout: str = "contiguous",
-         values: str = "normal", **scalars: object) -> Case:
+def case(
+    op: str,
+    shape: tuple[int, ...],
+    dtype: str = "float32",
+    layout: str = "contiguous",
+    values: str = "normal",
+    **scalars: object,
+) -> Case:
     """A Case with scalars given as keywords."""
     return Case(op, tuple(shape), dtype, tuple(scalars.items()), layout, values)
 
 
-def data(shape: tuple[int, ...], dtype: str, rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
+def data(
+    shape: tuple[int, ...], dtype: str, rng: np.random.Generator, scale: float = 1.0
+) -> np.ndarray:
     """Standard normal values of ``shape``, exactly representable in ``dtype``."""
     return round_to(rng.standard_normal(shape) * scale, dtype)

@@ -28,7 +28,7 @@ def differentiable_outputs(op: optable.Op) -> list[str]:
         return []
     if rule.linear is not None:
         return [o.name for o in op.outputs]
-    return [s[len("grad_") :] for s in rule.args.values() if s.startswith("grad_")]
+    return [o.name for o in op.outputs if f"grad_{o.name}" in rule.sources]
 
 
 def reference(op: optable.Op, tensors: dict, scalars: dict, outputs: dict, grads: dict) -> dict:
@@ -43,5 +43,21 @@ def reference(op: optable.Op, tensors: dict, scalars: dict, outputs: dict, grads
             if tensors[name] is not None
         }
     values = {**tensors, **scalars, **outputs, **{f"grad_{k}": v for k, v in grads.items()}}
-    result = ops.module(rule.op).reference(**{k: values[src] for k, src in rule.args.items()})
-    return {target: result[source] for target, source in rule.outputs.items() if tensors[target] is not None}
+
+    def call(name: str, args: dict) -> dict:
+        return ops.module(name).reference(**{k: values[src] for k, src in args.items()})
+
+    if rule.each is not None:
+        return {
+            target: sum_to(
+                sum(call(c.op, c.args)[c.output] for c in calls), np.shape(tensors[target])
+            )
+            for target, calls in rule.each.items()
+            if tensors[target] is not None
+        }
+    result = call(rule.op, rule.args)
+    return {
+        target: result[source]
+        for target, source in rule.outputs.items()
+        if tensors[target] is not None
+    }

@@ -155,7 +155,9 @@ class HostMemory:
     def __init__(self, layout: str = "contiguous") -> None:
         self.layout = layout
 
-    def tensor(self, storage: np.ndarray, dtype: str, laid_out: bool = True) -> tuple[Tensor, object]:
+    def tensor(
+        self, storage: np.ndarray, dtype: str, laid_out: bool = True
+    ) -> tuple[Tensor, object]:
         """A descriptor of ``storage`` (copied into the layout) and the array to read back."""
         array = lay_out(storage, self.layout if laid_out else "contiguous")
         return Tensor.from_numpy(array, dtype), array
@@ -178,7 +180,9 @@ class CudaMemory:
         self.layout = layout
         self.stream = torch.cuda.current_stream().cuda_stream
 
-    def tensor(self, storage: np.ndarray, dtype: str, laid_out: bool = True) -> tuple[Tensor, object]:
+    def tensor(
+        self, storage: np.ndarray, dtype: str, laid_out: bool = True
+    ) -> tuple[Tensor, object]:
         """A device copy of ``storage`` in the case's layout (negative strides excepted)."""
         from opforge.kernels.abi import KDL_CUDA
 
@@ -192,7 +196,9 @@ class CudaMemory:
         if device.dim() >= 2 and layout == "transposed":
             device = device.transpose(-1, -2).contiguous().transpose(-1, -2)
         elif device.dim() >= 1 and layout == "strided":
-            base = torch.zeros(*device.shape[:-1], device.shape[-1] * 2, dtype=device.dtype, device="cuda")
+            base = torch.zeros(
+                *device.shape[:-1], device.shape[-1] * 2, dtype=device.dtype, device="cuda"
+            )
             base[..., ::2] = device
             device = base[..., ::2]
         desc = Tensor.from_pointer(
@@ -229,7 +235,11 @@ def run_case(lib: KernelLibrary, case: Case, memory) -> list[Check]:
     for out in p.op.outputs:
         dtype = p.dtype(case, out.name)
         shape = np.shape(p.expected[out.name])
-        poison = np.full(shape, -7, np.int64) if dtype == "int64" else to_storage(np.full(shape, np.nan), dtype)
+        poison = (
+            np.full(shape, -7, np.int64)
+            if dtype == "int64"
+            else to_storage(np.full(shape, np.nan), dtype)
+        )
         arguments[out.name], handles[out.name] = memory.tensor(poison, dtype, laid_out=False)
     lib.call(case.op, stream=memory.stream, **arguments)
     memory.sync()
@@ -238,8 +248,10 @@ def run_case(lib: KernelLibrary, case: Case, memory) -> list[Check]:
         if name not in p.expected:
             continue
         dtype = p.dtype(case, name)
-        actual = from_storage(memory.read(handles[name]), dtype) if dtype != "int64" else (
-            np.asarray(memory.read(handles[name])).astype(np.int64)
+        actual = (
+            from_storage(memory.read(handles[name]), dtype)
+            if dtype != "int64"
+            else (np.asarray(memory.read(handles[name])).astype(np.int64))
         )
         checks.append(check(case, p, name, actual, p.expected[name]))
     return checks

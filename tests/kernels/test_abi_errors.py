@@ -35,7 +35,9 @@ def test_shape_mismatch(cpu_library):
     raises(
         INVALID,
         "opforge_add: shape mismatch: a is [3, 4] but b is [4, 3]",
-        lambda: cpu_library.call("add", a=t(f32(3, 4)), b=t(f32(4, 3)), alpha=1.0, out=t(f32(3, 4))),
+        lambda: cpu_library.call(
+            "add", a=t(f32(3, 4)), b=t(f32(4, 3)), alpha=1.0, out=t(f32(3, 4))
+        ),
     )
 
 
@@ -87,8 +89,16 @@ def test_reduction_over_an_empty_dim(cpu_library):
 
 def batch_norm(lib, x, **given):
     arguments = dict(
-        x=t(x), weight=None, bias=None, running_mean=None, running_var=None, training=True,
-        momentum=0.1, eps=1e-5, y=t(np.empty_like(x)), save_mean=t(np.empty(x.shape[1] if x.ndim > 1 else 1, np.float32)),
+        x=t(x),
+        weight=None,
+        bias=None,
+        running_mean=None,
+        running_var=None,
+        training=True,
+        momentum=0.1,
+        eps=1e-5,
+        y=t(np.empty_like(x)),
+        save_mean=t(np.empty(x.shape[1] if x.ndim > 1 else 1, np.float32)),
         save_invstd=t(np.empty(x.shape[1] if x.ndim > 1 else 1, np.float32)),
     )
     arguments.update(given)
@@ -118,7 +128,11 @@ def batch_norm(lib, x, **given):
             INVALID,
             "opforge_batch_norm: running_mean is required when training is false",
         ),
-        ({"eps": -1.0}, INVALID, "opforge_batch_norm: eps must be at least 0.000000, got -1.000000"),
+        (
+            {"eps": -1.0},
+            INVALID,
+            "opforge_batch_norm: eps must be at least 0.000000, got -1.000000",
+        ),
         ({"eps": float("inf")}, INVALID, "opforge_batch_norm: eps must be finite, got inf"),
     ],
 )
@@ -204,8 +218,16 @@ def test_empty_tensors_with_zero_strides_are_valid(cpu_library):
 @pytest.mark.parametrize(
     ("shape", "dtype", "message"),
     [
-        ((2**62, 4), "float16", "a of shape [4611686018427387904, 4] has more elements than int64 can count"),
-        ((2**32, 2**32), "float32", "a of shape [4294967296, 4294967296] has more elements than int64 can count"),
+        (
+            (2**62, 4),
+            "float16",
+            "a of shape [4611686018427387904, 4] has more elements than int64 can count",
+        ),
+        (
+            (2**32, 2**32),
+            "float32",
+            "a of shape [4294967296, 4294967296] has more elements than int64 can count",
+        ),
         ((2**61, 2), "float32", "a has strides [2, 1] that reach beyond what int64 can address"),
     ],
 )

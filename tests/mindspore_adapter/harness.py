@@ -93,7 +93,9 @@ def checks(case: Case, mode: str) -> list[Check]:
         if name in p.expected
     ]
     wanted = [
-        n for n in op.differentiable if n in tensors and p.tensors[n].size and case.values == "normal"
+        n
+        for n in op.differentiable
+        if n in tensors and p.tensors[n].size and case.values == "normal"
     ]
     if wanted:
         out += _gradient_checks(case, p, run, present, tensors, wanted, mode)

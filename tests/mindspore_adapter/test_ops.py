@@ -13,7 +13,7 @@ import pytest
 ms = pytest.importorskip("mindspore")
 ofm = pytest.importorskip("opforge.mindspore")
 
-from mindspore import Tensor, ops  # noqa: E402
+from mindspore import Tensor  # noqa: E402
 from mindspore import dtype as mstype  # noqa: E402
 
 from tests.mindspore_adapter.harness import call  # noqa: E402
@@ -341,7 +341,9 @@ def test_dynamic_shapes_are_refused_naming_opforge(tmp_path, monkeypatch):
     try:
         net = _SoftmaxCell()
         net.set_inputs(Tensor(shape=[None, 4], dtype=mstype.float32))
-        with pytest.raises(ValueError, match=r"opforge.mindspore.softmax: x has a dynamic shape \[None, 4\]"):
+        with pytest.raises(
+            ValueError, match=r"opforge.mindspore.softmax: x has a dynamic shape \[None, 4\]"
+        ):
             net(f32(3, 4))
     finally:
         ms.set_context(mode=ms.PYNATIVE_MODE)
@@ -349,5 +351,7 @@ def test_dynamic_shapes_are_refused_naming_opforge(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("value", [np.ones((2, 3), np.float32), [1.0, 2.0], "x"])
 def test_non_tensor_inputs_say_a_mindspore_tensor_is_needed(value):
-    with pytest.raises(TypeError, match="opforge.mindspore.softmax: input must be a mindspore.Tensor"):
+    with pytest.raises(
+        TypeError, match=r"opforge.mindspore.softmax: input must be a mindspore.Tensor"
+    ):
         ofm.softmax(value)

@@ -49,7 +49,11 @@ def run(lib: AotLibrary, case: Case, buffers) -> list[Check]:
     for out in p.op.outputs:
         dtype = p.dtype(case, out.name)
         shape = np.shape(p.expected[out.name])
-        poison = np.full(shape, -7, np.int64) if dtype == "int64" else to_storage(np.full(shape, np.nan), dtype)
+        poison = (
+            np.full(shape, -7, np.int64)
+            if dtype == "int64"
+            else to_storage(np.full(shape, np.nan), dtype)
+        )
         read[out.name] = (first + len(outputs), dtype)
         outputs.append(buffers.put(poison, dtype))
     for arg in p.op.tensors:

@@ -18,7 +18,9 @@ from tests.conformance.runner import Check, check, is_data, prepare, written
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-def tensor(values: np.ndarray, dtype: str, layout: str = "contiguous", device: str = "cpu") -> torch.Tensor:
+def tensor(
+    values: np.ndarray, dtype: str, layout: str = "contiguous", device: str = "cpu"
+) -> torch.Tensor:
     """values (exact in the dtype) as a torch tensor with the given layout."""
     t = torch.from_numpy(np.array(values)).to(TORCH_DTYPES[dtype])
     if t.dim() >= 1:
@@ -51,7 +53,9 @@ def checks(case: Case, device: str = "cpu") -> list[Check]:
         if values is None:
             args.append(None)
             continue
-        t = tensor(values, p.dtype(case, arg.name), case.layout if is_data(arg) else "contiguous", device)
+        t = tensor(
+            values, p.dtype(case, arg.name), case.layout if is_data(arg) else "contiguous", device
+        )
         if arg.name in differentiable and t.numel():
             t.requires_grad_()
         inputs[arg.name] = t

@@ -31,7 +31,11 @@ MIRRORS = {
     "nn.functional.batch_norm": "batch_norm",
 }
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-TOLERANCE = {torch.float32: (2e-5, 2e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}
+TOLERANCE = {
+    torch.float32: (2e-5, 2e-5),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (1.6e-2, 1.6e-2),
+}
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
@@ -52,7 +56,9 @@ def _close(ours, theirs, dtype) -> None:
         assert ours == theirs
         return
     assert ours.shape == theirs.shape and ours.dtype == theirs.dtype, (ours.shape, theirs.shape)
-    rtol, atol = TOLERANCE.get(theirs.dtype, TOLERANCE[dtype]) if theirs.is_floating_point() else (0, 0)
+    rtol, atol = (
+        TOLERANCE.get(theirs.dtype, TOLERANCE[dtype]) if theirs.is_floating_point() else (0, 0)
+    )
     torch.testing.assert_close(ours, theirs, rtol=rtol, atol=atol, equal_nan=True)
 
 
@@ -72,7 +78,9 @@ def test_reference_inputs_give_torchs_answer_or_an_opforge_error(opinfo, device,
             try:
                 ours = helper(*args, **sample.kwargs)
             except (RuntimeError, TypeError, ValueError) as exc:
-                assert "opforge" in str(exc), f"{sample}: an error that does not name opforge: {exc}"
+                assert "opforge" in str(exc), (
+                    f"{sample}: an error that does not name opforge: {exc}"
+                )
                 refused += 1
                 continue
             _close(ours, theirs, dtype)

@@ -24,7 +24,10 @@ def opcheck_cases():
     seen, chosen = set(), []
     for case in all_cases():
         key = (case.op, case.dtype)
-        if (key not in seen and case.values == "normal") or case.layout in ("transposed", "strided"):
+        if (key not in seen and case.values == "normal") or case.layout in (
+            "transposed",
+            "strided",
+        ):
             seen.add(key)
             chosen.append(case)
     return chosen
@@ -212,7 +215,9 @@ ERRORS = [
         "opforge::add: shape mismatch: a is [3, 4] but b is [4, 3]",
     ),
     (
-        lambda d: torch.ops.opforge.add(torch.ones(3, device=d), torch.ones(3, device=d).half(), 1.0),
+        lambda d: torch.ops.opforge.add(
+            torch.ones(3, device=d), torch.ones(3, device=d).half(), 1.0
+        ),
         "opforge::add: dtype mismatch: a is float32 but b is float16",
     ),
     (
@@ -236,11 +241,15 @@ ERRORS = [
         "opforge::argmax: cannot reduce x of shape [3, 0] over dim 1, which has size 0",
     ),
     (
-        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, torch.ones(4, device=d), training=True),
+        lambda d: ot.batch_norm(
+            torch.ones(4, 3, device=d), None, None, torch.ones(4, device=d), training=True
+        ),
         "opforge::batch_norm: weight must have shape [3] (one per channel of x), got [4]",
     ),
     (
-        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, torch.ones(3, device=d).half(), training=True),
+        lambda d: ot.batch_norm(
+            torch.ones(4, 3, device=d), None, None, torch.ones(3, device=d).half(), training=True
+        ),
         "opforge::batch_norm: weight must be float32, got float16",
     ),
     (
@@ -252,7 +261,9 @@ ERRORS = [
         "opforge::batch_norm: running_mean is required when training is false",
     ),
     (
-        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), torch.zeros(3, device=d), None, training=True),
+        lambda d: ot.batch_norm(
+            torch.ones(4, 3, device=d), torch.zeros(3, device=d), None, training=True
+        ),
         "opforge::batch_norm: give running_mean and running_var together, or none of them",
     ),
     (
@@ -264,14 +275,18 @@ ERRORS = [
         "opforge::batch_norm: eps must be at least 0",
     ),
     (
-        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, training=True, momentum=float("nan")),
+        lambda d: ot.batch_norm(
+            torch.ones(4, 3, device=d), None, None, training=True, momentum=float("nan")
+        ),
         "opforge::batch_norm: momentum must be finite, got nan",
     ),
 ]
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize(("call", "message"), ERRORS, ids=[m.split(": ", 1)[1][:40] for _, m in ERRORS])
+@pytest.mark.parametrize(
+    ("call", "message"), ERRORS, ids=[m.split(": ", 1)[1][:40] for _, m in ERRORS]
+)
 def test_errors_name_the_op_and_the_problem(call, message, device):
     with pytest.raises(RuntimeError) as info:
         call(device)

@@ -56,9 +56,13 @@ def test_add_refuses_results_opforge_does_not_compute(device):
     ints = torch.arange(4, device=device)
     with pytest.raises(RuntimeError, match="opforge::add: a has dtype int64"):
         ot.add(ints, ints)
-    with pytest.raises(TypeError, match="opforge.torch.add: the result dtype would be torch.int64"):
+    with pytest.raises(
+        TypeError, match=r"opforge.torch.add: the result dtype would be torch.int64"
+    ):
         ot.add(ints, 2)
-    with pytest.raises(TypeError, match="opforge.torch.add: the result dtype would be torch.float64"):
+    with pytest.raises(
+        TypeError, match=r"opforge.torch.add: the result dtype would be torch.float64"
+    ):
         ot.add(torch.ones(3, device=device, dtype=torch.float64), 1.0)
 
 
@@ -100,4 +104,9 @@ def test_batch_norm_matches_functional_batch_norm(device):
         same(ours, native, rtol=1e-5, atol=1e-5)
         same(rm, rm2, rtol=1e-5, atol=1e-6)  # updated in place, PyTorch's momentum
         same(rv, rv2, rtol=1e-5, atol=1e-6)
-    same(ot.batch_norm(x, None, None, training=True), torch.nn.functional.batch_norm(x, None, None, training=True), rtol=1e-5, atol=1e-5)
+    same(
+        ot.batch_norm(x, None, None, training=True),
+        torch.nn.functional.batch_norm(x, None, None, training=True),
+        rtol=1e-5,
+        atol=1e-5,
+    )

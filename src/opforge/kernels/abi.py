@@ -131,7 +131,9 @@ class Tensor:
         return tensor
 
     @classmethod
-    def meta(cls, shape: Sequence[int], dtype: str, device_type: int = KDL_CPU, device_id: int = 0) -> Tensor:
+    def meta(
+        cls, shape: Sequence[int], dtype: str, device_type: int = KDL_CPU, device_id: int = 0
+    ) -> Tensor:
         """A descriptor with a shape and no data, for :meth:`KernelLibrary.infer`."""
         return cls.from_pointer(None, shape, None, dtype, device_type, device_id)
 
@@ -221,7 +223,9 @@ class KernelLibrary:
         outputs = {}
         for name in self.signatures[op]["outputs"]:
             shape = (ctypes.c_int64 * MAX_NDIM)()
-            outputs[name] = Tensor(DLTensor(None, DLDevice(0, 0), 0, DLDataType(0, 0, 0), shape, None, 0), (shape,))
+            outputs[name] = Tensor(
+                DLTensor(None, DLDevice(0, 0), 0, DLDataType(0, 0, 0), shape, None, 0), (shape,)
+            )
         self._run(op, {**arguments, **outputs}, infer=True)
         return {
             name: OutputInfo(

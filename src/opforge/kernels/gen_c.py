@@ -127,7 +127,9 @@ def args_header(table: OpTable) -> str:
         lines += [f"  Tensor* {out.name} = nullptr;" for out in op.outputs]
         lines.append("};")
     lines += ["}  // namespace ops", "", "namespace cpu {"]
-    lines += [f"opforge_status {op.name}(const ops::{op.class_name}& args);" for op in table.ops.values()]
+    lines += [
+        f"opforge_status {op.name}(const ops::{op.class_name}& args);" for op in table.ops.values()
+    ]
     lines += ["}  // namespace cpu", "", "#ifdef OPFORGE_HAVE_CUDA", "namespace cuda {"]
     lines += [
         f"opforge_status {op.name}(const ops::{op.class_name}& args, void* stream);"
@@ -275,7 +277,7 @@ def _prepare(table: OpTable, op: Op) -> list[str]:
                 f"  call.shaped({_a(ref)}, {_q(ref)}, {_a(arg.name)}, {_q(arg.name)}{like_arg});"
             )
     for check in op.checks:
-        (kind, spec), = check.items()
+        ((kind, spec),) = check.items()
         if kind == "together":
             named = ", ".join(f"{{{_a(t)}, {_q(t)}}}" for t in spec)
             body.append(f"  call.together({{{named}}});")

@@ -31,11 +31,7 @@ def layout(op: Op, table: OpTable) -> dict[str, list]:
 def signatures_source(table: OpTable) -> str:
     """``_signatures.py``: C signatures and MindSpore layouts of every op."""
     layouts = {name: layout(op, table) for name, op in table.ops.items()}
-    return (
-        f'"""{GENERATED}"""\n\n'
-        f"SIGNATURES = {c_signatures(table)!r}\n\n"
-        f"LAYOUTS = {layouts!r}\n"
-    )
+    return f'"""{GENERATED}"""\n\nSIGNATURES = {c_signatures(table)!r}\n\nLAYOUTS = {layouts!r}\n'
 
 
 # --- C++ ---
@@ -161,52 +157,74 @@ def _inference(op: Op) -> list[str]:
         lines.append(f"    return {dtypes[0]}")
     else:
         lines.append(f"    return ({', '.join(dtypes)})")
-    return lines + ["", ""]
+    return [*lines, "", ""]
 
 
 def _bprop(table: OpTable, op: Op) -> list[str]:
     tensors = [a.name for a in op.tensors]
     outs = [o.name for o in op.outputs]
+    optional = {a.name for a in op.tensors if a.optional}
     params = ", ".join([*tensors, "attrs", "out", "dout"])
     lines = [f"def _{op.name}_bprop({params}):"]
+    builders: list[str] = []
     multi = len(outs) + sum(a.mutable for a in op.tensors) > 1
 
-    def out_ref(name: str) -> str:
-        return f"out[{outs.index(name)}]" if multi else "out"
-
-    def grad_ref(name: str) -> str:
+    def ref(source: str) -> str:
+        if source in tensors:
+            return source
+        if source in outs:
+            return f"out[{outs.index(source)}]" if multi else "out"
+        name = source[len("grad_") :]
         return f"dout[{outs.index(name)}]" if multi else "dout"
+
+    def call(call_op: str, args: dict, output: str | None, tag: str) -> str:
+        # The callee's attribute tensor, built at compile time from this op's attributes.
+        callee = table.ops[call_op]
+        given = []
+        for arg in callee.tensors:
+            if arg.optional:
+                source = args[arg.name]
+                present = f"v['has_{source}']" if source in optional else "True"
+                given.append(f'"has_{arg.name}": {present}')
+        given += [f'"{arg.name}": v[{args[arg.name]!r}]' for arg in callee.scalars]
+        builder = f"_{op.name}_{tag}_attrs"
+        builders.extend(
+            [
+                "@constexpr",
+                f"def {builder}(attrs_shape):",
+                f'    v = _rt.values("{op.name}", attrs_shape)',
+                f'    return _rt.attrs_for("{callee.name}", {{{", ".join(given)}}})',
+                "",
+                "",
+            ]
+        )
+        tensor_args = ", ".join(ref(args[a.name]) for a in callee.tensors)
+        text = f'_rt.primitive("{callee.name}")({tensor_args}, {builder}(attrs.shape))'
+        if output is not None and len(callee.outputs) > 1:
+            text += f"[{[o.name for o in callee.outputs].index(output)}]"
+        return text
 
     backward = op.backward
     assert backward is not None
     grads: dict[str, str] = {}
-    if backward.linear is not None:
+    if backward.linear is not None or optional:
         lines.append(f"    v = _{op.name}_values(attrs.shape)")
+    if backward.linear is not None:
         for name, factor in backward.linear.items():
-            seed = grad_ref(outs[0])
+            seed = ref(f"grad_{outs[0]}")
             scaled = seed if factor == 1 else f"{seed} * v[{factor!r}]"
             grads[name] = f"_rt.sum_to({scaled}, {name}.shape)"
+    elif backward.each is not None:
+        for name, calls in backward.each.items():
+            total = " + ".join(
+                call(c.op, c.args, c.output, f"{name}{i}") for i, c in enumerate(calls)
+            )
+            grads[name] = f"_rt.sum_to({total}, {name}.shape)"
     else:
         callee = table.ops[backward.op]
-        lines.append(f"    callee_attrs = _{op.name}_grad_attrs(attrs.shape)")
-        args = []
-        for arg in callee.tensors:
-            source = backward.args[arg.name]
-            if source in tensors:
-                args.append(source)
-            elif source in outs:
-                args.append(out_ref(source))
-            else:
-                args.append(grad_ref(source[len("grad_") :]))
         results = [o.name for o in callee.outputs]
-        lines.append(
-            f'    {", ".join(results)} = _rt.primitive("{callee.name}")({", ".join(args)}, callee_attrs)'
-        )
-        for target, source in backward.outputs.items():
-            grads[target] = source
-    optional = {a.name for a in op.tensors if a.optional}
-    if optional & set(grads):
-        lines.append(f"    v = _{op.name}_values(attrs.shape)")
+        lines.append(f"    {', '.join(results)} = {call(backward.op, backward.args, None, 'grad')}")
+        grads = dict(backward.outputs)
     returned = []
     for name in tensors:
         if name not in grads:
@@ -219,26 +237,7 @@ def _bprop(table: OpTable, op: Op) -> list[str]:
             returned.append(f"_rt.like({grads[name]}, {name})")
     returned.append("ops.zeros_like(attrs)")
     lines.append(f"    return ({', '.join(returned)})")
-    lines += ["", ""]
-    if backward.op is not None:
-        callee = table.ops[backward.op]
-        given = []
-        for arg in callee.tensors:
-            if arg.optional:
-                source = backward.args[arg.name]
-                present = f"v['has_{source}']" if source in optional else "True"
-                given.append(f'"has_{arg.name}": {present}')
-        for arg in callee.scalars:
-            given.append(f'"{arg.name}": v[{backward.args[arg.name]!r}]')
-        lines += [
-            "@constexpr",
-            f"def _{op.name}_grad_attrs(attrs_shape):",
-            f'    v = _rt.values("{op.name}", attrs_shape)',
-            f'    return _rt.attrs_for("{callee.name}", {{{", ".join(given)}}})',
-            "",
-            "",
-        ]
-    return lines
+    return builders + lines + ["", ""]
 
 
 def _no_derivative_bprop(op: Op) -> list[str]:
@@ -253,7 +252,7 @@ def _no_derivative_bprop(op: Op) -> list[str]:
             f'    raise RuntimeError("opforge.mindspore.{op.name} has no derivative: '
             'differentiating through it (a gradient of a gradient) is not supported")'
         )
-    return lines + ["", ""]
+    return [*lines, "", ""]
 
 
 def _prepare(op: Op) -> list[str]:
@@ -273,7 +272,7 @@ def _prepare(op: Op) -> list[str]:
     lines.append(f"    attrs = _{op.name}_attrs(fn, {', '.join(metas + scalars)})")
     inputs = [f"_or_absent({a.name})" if a.optional else a.name for a in op.tensors]
     lines.append(f'    return _rt.primitive("{op.name}")({", ".join(inputs)}, attrs)')
-    return lines + ["", ""]
+    return [*lines, "", ""]
 
 
 def _public(op: Op, fn: Function) -> list[str]:
@@ -320,7 +319,7 @@ def _public(op: Op, fn: Function) -> list[str]:
         lines.append(f"    return {', '.join(items)}")
     else:
         lines.append(f"    return {fn.returns}")
-    return lines + ["", ""]
+    return [*lines, "", ""]
 
 
 def _source_param(expr: str, params: set[str]) -> str:

@@ -10,7 +10,7 @@ op, with ``setup_context``, ``jvp`` and ``vmap``), the Autograd-key kernels for 
 
 from __future__ import annotations
 
-from opforge.kernels.optable import Arg, Derivative, Function, Op, OpTable
+from opforge.kernels.optable import Arg, Function, Op, OpTable
 
 GENERATED = "Generated from kernels/ops.yaml by `python -m opforge.kernels`; do not edit."
 
@@ -30,7 +30,11 @@ def torch_schema(op: Op) -> str:
     args = []
     for arg in op.args:
         if arg.is_tensor:
-            alias = f"({chr(ord('a') + sum(a.mutable for a in op.args[: op.args.index(arg)]))}!)" if arg.mutable else ""
+            alias = (
+                f"({chr(ord('a') + sum(a.mutable for a in op.args[: op.args.index(arg)]))}!)"
+                if arg.mutable
+                else ""
+            )
             args.append(f"Tensor{alias}{'?' if arg.optional else ''} {arg.name}")
         else:
             args.append(f"{arg.type}{'?' if arg.optional else ''} {arg.name}")
@@ -62,7 +66,9 @@ def _cpp_kernel(op: Op) -> list[str]:
             c_args += [f"{arg.name}.data()", f"static_cast<int64_t>({arg.name}.size())"]
         elif arg.type == "str":
             values = ", ".join(f'"{v}"' for v in arg.checks["values"])
-            lines.append(f'  const int {arg.name}_ = call.choice({arg.name}, {{{values}}}, "{arg.name}");')
+            lines.append(
+                f'  const int {arg.name}_ = call.choice({arg.name}, {{{values}}}, "{arg.name}");'
+            )
             c_args.append(f"{arg.name}_")
         elif arg.optional:
             lines.append(f"  const auto* {arg.name}_ = {arg.name} ? &*{arg.name} : nullptr;")
@@ -134,7 +140,9 @@ def _fake_output(op: Op, rule: str, spec) -> str:
         return f"{spec}.new_empty(_shapes.channels({spec}.shape), dtype=torch.float32)"
     if rule == "batch":
         of = spec["of"]
-        return f"{of}.new_empty(_shapes.batch({of}.shape, {spec['normalized']}), dtype=torch.float32)"
+        return (
+            f"{of}.new_empty(_shapes.batch({of}.shape, {spec['normalized']}), dtype=torch.float32)"
+        )
     return f"{first}.new_empty(_shapes.given({spec}), dtype=torch.float32)"
 
 
@@ -142,8 +150,17 @@ def _integer_only(op: Op) -> bool:
     return all(o.rule == "reduce" for o in op.outputs)
 
 
-def _derivative_sources(rule: Derivative) -> set[str]:
-    return set(rule.args.values()) if rule.op else set()
+def _call(table: OpTable, call_op: str, args: dict, output: str | None, scalars: set[str]) -> str:
+    """A call of a table op in a derivative (through its autograd kernel, so the result is
+    differentiable where the callee is and fails naming the op where it is not)."""
+    callee = table.ops[call_op]
+    values = [
+        f"ctx.{args[a.name]}" if args[a.name] in scalars else args[a.name] for a in callee.args
+    ]
+    text = f"_OPS.{callee.name}.default({', '.join(values)})"
+    if output is not None and len(callee.outputs) > 1:
+        text += f"[{[o.name for o in callee.outputs].index(output)}]"
+    return text
 
 
 def _function_class(table: OpTable, op: Op) -> list[str]:
@@ -152,8 +169,10 @@ def _function_class(table: OpTable, op: Op) -> list[str]:
     outs = [o.name for o in op.outputs]
     tensor_names = {a.name for a in op.tensors} | set(outs)
     scalar_names = {a.name for a in op.scalars}
+    positions = {a.name: i for i, a in enumerate(op.tensors)}
     backward, jvp = op.backward, op.jvp
     assert backward is not None
+    grads = {f"grad_{o}" for o in outs}
     lines = [
         f"class {cls}(torch.autograd.Function):",
         f'    """Autograd of opforge::{op.name} (generated from the op table)."""',
@@ -168,59 +187,70 @@ def _function_class(table: OpTable, op: Op) -> list[str]:
         f"        {', '.join(outs)}, = {'(output,)' if len(outs) == 1 else 'output'}",
     ]
     if backward.linear is not None:
-        differentiable_outs = set(outs)
+        seeded = set(outs)
     else:
-        differentiable_outs = {s[len("grad_") :] for s in backward.args.values() if s.startswith("grad_")}
-    frozen = [o for o in outs if o not in differentiable_outs]
+        seeded = {src[len("grad_") :] for src in backward.sources if src in grads}
+    frozen = [o for o in outs if o not in seeded]
     if frozen:
         lines.append(f"        ctx.mark_non_differentiable({', '.join(frozen)})")
-    back_tensors = sorted((_derivative_sources(backward) & tensor_names) - {f"grad_{o}" for o in outs})
-    fwd_tensors = sorted(_derivative_sources(jvp) & tensor_names) if jvp else []
+    back_tensors = sorted(backward.sources & tensor_names)
+    fwd_tensors = sorted(jvp.sources & tensor_names) if jvp else []
+    tangents = sorted(s for s in (jvp.sources if jvp else ()) if s.startswith("tangent_"))
     if back_tensors:
         lines.append(f"        ctx.save_for_backward({', '.join(back_tensors)})")
     if fwd_tensors:
         lines.append(f"        ctx.save_for_forward({', '.join(fwd_tensors)})")
     used_scalars = set()
     for rule in filter(None, (backward, jvp)):
-        used_scalars |= _derivative_sources(rule) & scalar_names
-        if rule.linear:
-            used_scalars |= {f for f in rule.linear.values() if f != 1}
+        used_scalars |= rule.sources & scalar_names
     for name in sorted(used_scalars):
         lines.append(f"        ctx.{name} = {name}")
-    if jvp is not None and jvp.op:
-        for source in sorted(s for s in _derivative_sources(jvp) if s.startswith("tangent_")):
-            base = source[len("tangent_") :]
-            lines.append(f"        ctx.meta_{base} = ({base}.shape, {base}.dtype, {base}.device)")
-    if backward.linear is not None or (jvp and jvp.linear is not None):
-        shaped = [a.name for a in op.tensors]
-        lines.append(f"        ctx.shapes = ({', '.join(f'{n}.shape' for n in shaped)},)")
+    for tangent in tangents if jvp and jvp.linear is None else ():
+        base = tangent[len("tangent_") :]
+        lines.append(f"        ctx.meta_{base} = ({base}.shape, {base}.dtype, {base}.device)")
+    if backward.linear is not None or backward.each is not None or (jvp and jvp.linear is not None):
+        lines.append(f"        ctx.shapes = ({', '.join(f'{a.name}.shape' for a in op.tensors)},)")
         lines.append(f"        ctx.out_shape = {outs[0]}.shape")
-    lines += ["", "    @staticmethod", f"    def backward(ctx, {', '.join('grad_' + o for o in outs)}):"]
+
+    lines += [
+        "",
+        "    @staticmethod",
+        f"    def backward(ctx, {', '.join('grad_' + o for o in outs)}):",
+    ]
+    if back_tensors:
+        lines.append(f"        {', '.join(back_tensors)}, = ctx.saved_tensors")
+    result: dict[str, str] = {}
     if backward.linear is not None:
-        grads = []
-        positions = {a.name: i for i, a in enumerate(op.tensors)}
-        for arg in op.args:
-            factor = backward.linear.get(arg.name)
-            if factor is None:
-                grads.append("None")
-            else:
-                scaled = f"grad_{outs[0]}" if factor == 1 else f"grad_{outs[0]} * ctx.{factor}"
-                grads.append(f"sum_to({scaled}, ctx.shapes[{positions[arg.name]}])")
-        lines.append(f"        return {', '.join(grads)}")
+        for name, factor in backward.linear.items():
+            scaled = f"grad_{outs[0]}" if factor == 1 else f"grad_{outs[0]} * ctx.{factor}"
+            result[name] = f"sum_to({scaled}, ctx.shapes[{positions[name]}])"
+    elif backward.each is not None:
+        for name, calls in backward.each.items():
+            total = " + ".join(_call(table, c.op, c.args, c.output, scalar_names) for c in calls)
+            result[name] = f"sum_to({total}, ctx.shapes[{positions[name]}])"
     else:
         callee = table.ops[backward.op]
-        if back_tensors:
-            lines.append(f"        {', '.join(back_tensors)}, = ctx.saved_tensors")
-        call = _callee_call(callee, backward, scalar_names)
         callee_outs = [o.name for o in callee.outputs]
-        lines.append(f"        {', '.join(callee_outs)}, = _as_tuple({call})")
-        grads = []
-        for i, arg in enumerate(op.args):
-            source = backward.outputs.get(arg.name)
-            # Absent optional inputs, and inputs that need none, get no gradient.
-            grads.append(f"{source} if ctx.needs_input_grad[{i}] else None" if source else "None")
-        lines.append(f"        return {', '.join(grads)}")
-    lines += ["", "    @staticmethod", f"    def jvp(ctx, {', '.join('tangent_' + n for n in names)}):"]
+        lines.append(
+            f"        {', '.join(callee_outs)}, = "
+            f"_as_tuple({_call(table, backward.op, backward.args, None, scalar_names)})"
+        )
+        result = dict(backward.outputs)
+    returned = []
+    for i, arg in enumerate(op.args):
+        # Absent optional inputs, and inputs that need none, get no gradient.
+        returned.append(
+            f"{result[arg.name]} if ctx.needs_input_grad[{i}] else None"
+            if arg.name in result
+            else "None"
+        )
+    lines.append(f"        return {', '.join(returned)}")
+
+    lines += [
+        "",
+        "    @staticmethod",
+        f"    def jvp(ctx, {', '.join('tangent_' + n for n in names)}):",
+    ]
     if jvp is None:
         lines.append(f'        refuse_forward_mode("{op.name}")')
     elif jvp.linear is not None:
@@ -230,17 +260,24 @@ def _function_class(table: OpTable, op: Op) -> list[str]:
         ]
         lines.append(f"        return linear_tangent(ctx.out_shape, {', '.join(terms)})")
     else:
-        callee = table.ops[jvp.op]
         if fwd_tensors:
             lines.append(f"        {', '.join(fwd_tensors)}, = ctx.saved_tensors")
-        for source in sorted(s for s in _derivative_sources(jvp) if s.startswith("tangent_")):
-            base = source[len("tangent_") :]
-            lines.append(f"        {source} = zeros_if_none({source}, ctx.meta_{base})")
-        call = _callee_call(callee, jvp, scalar_names)
-        callee_outs = [o.name for o in callee.outputs]
-        lines.append(f"        {', '.join(callee_outs)}, = _as_tuple({call})")
-        tangents = [jvp.outputs.get(o, "None") for o in outs]
-        lines.append(f"        return {', '.join(tangents)}")
+        for tangent in tangents:
+            base = tangent[len("tangent_") :]
+            lines.append(f"        {tangent} = zeros_if_none({tangent}, ctx.meta_{base})")
+        if jvp.each is not None:
+            out_tangents = {
+                name: " + ".join(_call(table, c.op, c.args, c.output, scalar_names) for c in calls)
+                for name, calls in jvp.each.items()
+            }
+        else:
+            callee = table.ops[jvp.op]
+            lines.append(
+                f"        {', '.join(o.name for o in callee.outputs)}, = "
+                f"_as_tuple({_call(table, jvp.op, jvp.args, None, scalar_names)})"
+            )
+            out_tangents = dict(jvp.outputs)
+        lines.append(f"        return {', '.join(out_tangents.get(o, 'None') for o in outs)}")
     lines += [
         "",
         "    @staticmethod",
@@ -250,16 +287,6 @@ def _function_class(table: OpTable, op: Op) -> list[str]:
         "",
     ]
     return lines
-
-
-def _callee_call(callee: Op, rule: Derivative, scalar_names: set[str]) -> str:
-    args = []
-    for arg in callee.args:
-        source = rule.args[arg.name]
-        args.append(f"ctx.{source}" if source in scalar_names else source)
-    # Through the callee's autograd kernel: its gradient is then differentiable where the callee
-    # is, and fails naming the op where it is not.
-    return f"_OPS.{callee.name}.default({', '.join(args)})"
 
 
 def _helper(op: Op, fn: Function) -> list[str]:
@@ -288,7 +315,7 @@ def _helper(op: Op, fn: Function) -> list[str]:
         lines.append(f"    return {', '.join(fn.returns)}")
     else:
         lines.append(f"    return {fn.returns}")
-    return lines + ["", ""]
+    return [*lines, "", ""]
 
 
 def _dispatch(op: Op) -> list[str]:
@@ -306,7 +333,7 @@ def _dispatch(op: Op) -> list[str]:
         lines.append(f"    return {call}")
     else:
         lines.append(f"    return _OPS.{op.name}.default({', '.join(names)})")
-    return lines + ["", ""]
+    return [*lines, "", ""]
 
 
 def python_source(table: OpTable) -> str:

@@ -19,7 +19,16 @@ VERSION = 2
 DTYPES = ("float32", "float16", "bfloat16", "int64")
 SCALAR_TYPES = ("int", "int?", "float", "float?", "bool", "int[]", "str")
 
-_TENSOR_CHECKS = {"dtypes", "like", "rank", "channels", "shape", "batch", "broadcast", "param_dtype"}
+_TENSOR_CHECKS = {
+    "dtypes",
+    "like",
+    "rank",
+    "channels",
+    "shape",
+    "batch",
+    "broadcast",
+    "param_dtype",
+}
 _SCALAR_CHECKS = {"dim", "min", "finite", "values", "suffix"}
 _OUTPUT_RULES = {"like", "broadcast", "reduce", "channels", "batch", "shape"}
 _OP_CHECKS = {"together", "required_unless", "per_channel_count"}
@@ -38,7 +47,9 @@ _OP_KEYS = {
 FRAMEWORKS = ("torch", "mindspore")
 _FUNCTION_KEYS = {"def", "doc", "args", "returns", "promote"}
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_ARG = re.compile(r"^(Tensor(?:\([a-z]!\))?\??|int\[\]|int\??|float\??|bool|str)\s+([a-z][a-z0-9_]*)$")
+_ARG = re.compile(
+    r"^(Tensor(?:\([a-z]!\))?\??|int\[\]|int\??|float\??|bool|str)\s+([a-z][a-z0-9_]*)$"
+)
 
 
 @dataclass(frozen=True)
@@ -67,13 +78,43 @@ class Output:
 
 
 @dataclass(frozen=True)
+class Call:
+    """A call of an op of the table inside a derivative rule, and the output taken from it."""
+
+    op: str
+    args: Mapping[str, str]
+    output: str
+
+
+@dataclass(frozen=True)
 class Derivative:
-    """A backward or forward-mode rule: linear factors, or a call of another op."""
+    """A backward or forward-mode rule, in one of three forms: linear factors; one call of
+    another op whose outputs give several targets (``op``, ``args``, ``outputs``); or, per
+    target, the sum of one or more calls (``each``; a backward sums them to the input's shape)."""
 
     linear: Mapping[str, str | int] | None = None
     op: str | None = None
     args: Mapping[str, str] = field(default_factory=dict)
     outputs: Mapping[str, str] = field(default_factory=dict)
+    each: Mapping[str, tuple[Call, ...]] | None = None
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The inputs (backward) or outputs (forward mode) the rule gives derivatives of."""
+        if self.linear is not None:
+            return tuple(self.linear)
+        if self.each is not None:
+            return tuple(self.each)
+        return tuple(self.outputs)
+
+    @property
+    def sources(self) -> set[str]:
+        """The names the rule reads: inputs, outputs, scalars, grads or tangents."""
+        if self.linear is not None:
+            return {str(f) for f in self.linear.values() if f != 1}
+        if self.each is not None:
+            return {src for calls in self.each.values() for c in calls for src in c.args.values()}
+        return set(self.args.values())
 
 
 @dataclass(frozen=True)
@@ -127,11 +168,7 @@ class Op:
     @property
     def differentiable(self) -> tuple[str, ...]:
         """The inputs the backward gives gradients for (empty: not differentiable)."""
-        if self.backward is None:
-            return ()
-        if self.backward.linear is not None:
-            return tuple(self.backward.linear)
-        return tuple(self.backward.outputs)
+        return () if self.backward is None else self.backward.targets
 
     @property
     def class_name(self) -> str:
@@ -219,7 +256,9 @@ def _signature(where: _Where, name: str, text: object) -> tuple[list[Arg], list[
     for part in filter(None, (p.strip() for p in found.group(1).split(","))):
         arg = _ARG.match(part)
         if not arg:
-            raise where.error(f"cannot read argument {part!r} (types: Tensor, Tensor?, {SCALAR_TYPES})")
+            raise where.error(
+                f"cannot read argument {part!r} (types: Tensor, Tensor?, {SCALAR_TYPES})"
+            )
         kind, arg_name = arg.groups()
         mutable = "!" in kind
         optional = kind.endswith("?")
@@ -277,7 +316,7 @@ def _op(path: Path, name: str, raw: object, dtype_sets: Mapping[str, tuple]) -> 
             raise (where / "outputs" / out_name).error(
                 f"give exactly one shape rule ({', '.join(sorted(_OUTPUT_RULES))})"
             )
-        (kind, spec), = rule.items()
+        ((kind, spec),) = rule.items()
         _check_output(where / "outputs" / out_name, kind, spec, by_name)
         outputs.append(Output(out_name, kind, spec))
     checks = raw.get("checks") or []
@@ -355,7 +394,9 @@ def _check_scalar(where, arg: Arg, checks, by_name) -> None:
         if key == "finite" and value is not True:
             raise (where / key).error("expected true")
         if key == "values" and (
-            arg.type != "str" or not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+            arg.type != "str"
+            or not isinstance(value, list)
+            or not all(isinstance(v, str) for v in value)
         ):
             raise (where / key).error("expected a list of strings for a str argument")
     if arg.type == "str" and "values" not in checks:
@@ -389,7 +430,7 @@ def _check_op_rule(where: _Where, check: object, by_name: Mapping[str, Arg]) -> 
     check = _mapping(where, check, _OP_CHECKS)
     if len(check) != 1:
         raise where.error(f"give one rule ({', '.join(sorted(_OP_CHECKS))})")
-    (kind, spec), = check.items()
+    ((kind, spec),) = check.items()
     if kind == "together":
         if not isinstance(spec, list) or len(spec) < 2:
             raise (where / kind).error("expected two or more optional tensors")
@@ -413,11 +454,31 @@ def _check_op_rule(where: _Where, check: object, by_name: Mapping[str, Arg]) -> 
 def _derivative(where: _Where, raw: object) -> Derivative | None:
     if raw is None:
         return None
-    raw = _mapping(where, raw, {"linear", "op", "args", "outputs"})
+    raw = _mapping(where, raw, {"linear", "op", "args", "outputs", "each"})
     if "linear" in raw:
         if set(raw) != {"linear"}:
             raise where.error("`linear` stands alone")
         return Derivative(linear=_mapping(where / "linear", raw["linear"]))
+    if "each" in raw:
+        if set(raw) != {"each"}:
+            raise where.error("`each` stands alone")
+        each = {}
+        for target, calls in _mapping(where / "each", raw["each"]).items():
+            calls = calls if isinstance(calls, list) else [calls]
+            parsed = []
+            for i, call in enumerate(calls):
+                call = _mapping(where / "each" / target / i, call, {"op", "args", "output"})
+                if not isinstance(call.get("op"), str) or not isinstance(call.get("output"), str):
+                    raise (where / "each" / target / i).error("expected {op, args, output}")
+                parsed.append(
+                    Call(
+                        call["op"],
+                        _mapping(where / "each" / target / i / "args", call.get("args")),
+                        call["output"],
+                    )
+                )
+            each[str(target)] = tuple(parsed)
+        return Derivative(each=each)
     if not isinstance(raw.get("op"), str):
         raise (where / "op").error("expected the name of an op of this table")
     return Derivative(
@@ -435,7 +496,9 @@ def _check_derivative(table: OpTable, op: Op, kind: str, rule: Derivative | None
     scalars = {a.name: a for a in op.scalars}
     outputs = {o.name for o in op.outputs}
     targets = inputs if kind == "backward" else outputs
-    seeds = {f"grad_{o}" for o in outputs} if kind == "backward" else {f"tangent_{i}" for i in inputs}
+    seeds = (
+        {f"grad_{o}" for o in outputs} if kind == "backward" else {f"tangent_{i}" for i in inputs}
+    )
     if rule.linear is not None:
         for name, factor in rule.linear.items():
             if name not in inputs:
@@ -443,21 +506,21 @@ def _check_derivative(table: OpTable, op: Op, kind: str, rule: Derivative | None
             if factor != 1 and (factor not in scalars or scalars[factor].type != "float"):
                 raise (where / "linear" / name).error("expected 1 or the name of a float argument")
         return
-    callee = table.ops.get(rule.op or "")
-    if callee is None:
-        raise (where / "op").error(f"unknown op {rule.op!r}")
-    callee_args = {a.name for a in callee.args}
-    if set(rule.args) != callee_args:
-        missing = sorted(callee_args - set(rule.args)) or sorted(set(rule.args) - callee_args)
-        raise (where / "args").error(
-            f"must give exactly the arguments of {callee.name} ({', '.join(a.name for a in callee.args)}); check {missing[0]!r}"
-        )
     known = inputs | set(scalars) | outputs | seeds
-    for arg_name, source in rule.args.items():
-        if source not in known:
-            raise (where / "args" / arg_name).error(
-                f"{source!r} is not an input, output, scalar or {'grad_<output>' if kind == 'backward' else 'tangent_<input>'}"
-            )
+    what = "grad_<output>" if kind == "backward" else "tangent_<input>"
+    if rule.each is not None:
+        for target, calls in rule.each.items():
+            if target not in targets:
+                raise (where / "each" / target).error(
+                    f"not {'an input' if kind == 'backward' else 'an output'} of {op.name}"
+                )
+            for i, call in enumerate(calls):
+                at = where / "each" / target / i
+                callee = _check_call(table, at, call.op, call.args, known, what)
+                if call.output not in {o.name for o in callee.outputs}:
+                    raise (at / "output").error(f"{callee.name} has no output {call.output!r}")
+        return
+    callee = _check_call(table, where, rule.op, rule.args, known, what)
     callee_outputs = {o.name for o in callee.outputs}
     for target, source in rule.outputs.items():
         if target not in targets:
@@ -468,7 +531,30 @@ def _check_derivative(table: OpTable, op: Op, kind: str, rule: Derivative | None
             raise (where / "outputs" / target).error(f"{callee.name} has no output {source!r}")
 
 
-def _function(where: _Where, raw: object, by_name: Mapping[str, Arg], outputs: list[str]) -> Function:
+def _check_call(
+    table: OpTable, where: _Where, name: str | None, args: Mapping, known: set[str], what: str
+) -> Op:
+    callee = table.ops.get(name or "")
+    if callee is None:
+        raise (where / "op").error(f"unknown op {name!r}")
+    callee_args = {a.name for a in callee.args}
+    if set(args) != callee_args:
+        missing = sorted(callee_args - set(args)) or sorted(set(args) - callee_args)
+        raise (where / "args").error(
+            f"must give exactly the arguments of {callee.name} "
+            f"({', '.join(a.name for a in callee.args)}); check {missing[0]!r}"
+        )
+    for arg_name, source in args.items():
+        if source not in known:
+            raise (where / "args" / arg_name).error(
+                f"{source!r} is not an input, output, scalar or {what}"
+            )
+    return callee
+
+
+def _function(
+    where: _Where, raw: object, by_name: Mapping[str, Arg], outputs: list[str]
+) -> Function:
     raw = _mapping(where, raw, _FUNCTION_KEYS)
     text = raw.get("def")
     try:
@@ -476,12 +562,15 @@ def _function(where: _Where, raw: object, by_name: Mapping[str, Arg], outputs: l
     except SyntaxError:
         tree = None
     if tree is None or not isinstance(tree.body[0], ast.FunctionDef):
-        raise (where / "def").error(f"expected a Python signature like `name(a, b=1)`, got {text!r}")
+        raise (where / "def").error(
+            f"expected a Python signature like `name(a, b=1)`, got {text!r}"
+        )
     fn = tree.body[0]
     spec = fn.args
     defaults = [None] * (len(spec.args) - len(spec.defaults)) + list(spec.defaults)
     params = [
-        Param(a.arg, None if d is None else ast.unparse(d)) for a, d in zip(spec.args, defaults, strict=True)
+        Param(a.arg, None if d is None else ast.unparse(d))
+        for a, d in zip(spec.args, defaults, strict=True)
     ]
     params += [
         Param(a.arg, None if d is None else ast.unparse(d), keyword_only=True)
@@ -512,7 +601,9 @@ def _function(where: _Where, raw: object, by_name: Mapping[str, Arg], outputs: l
     promote = raw.get("promote") or []
     if not isinstance(promote, list) or any(p not in names for p in promote):
         raise (where / "promote").error("expected a list of the function's parameters")
-    return Function(fn.name, tuple(params), " ".join(doc.split()), dict(args), returns, tuple(promote))
+    return Function(
+        fn.name, tuple(params), " ".join(doc.split()), dict(args), returns, tuple(promote)
+    )
 
 
 def _check_expression(where: _Where, expr: object, names: set[str]) -> None:
@@ -522,9 +613,7 @@ def _check_expression(where: _Where, expr: object, names: set[str]) -> None:
         tree = ast.parse(str(expr), mode="eval")
     except SyntaxError:
         raise where.error(f"not a Python expression: {expr!r}") from None
-    free = {
-        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-    }
+    free = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     unknown = sorted(free - names - {"None", "True", "False", "tuple", "len", "float", "int"})
     if unknown:
         raise where.error(f"{unknown[0]!r} is not a parameter of the function")

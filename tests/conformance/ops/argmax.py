@@ -58,6 +58,7 @@ def reference(x, dim, keepdim) -> dict:
         out = np.zeros(x.shape[:d] + x.shape[d + 1 :], dtype=np.int64)
     return {"out": np.expand_dims(out, d) if keepdim else out}
 
+
 # Without dim: the index into the flattened tensor (keepdim keeps every dim as 1).
 CASES += [
     case("argmax", s, d, values=v, dim=None, keepdim=k)
@@ -66,5 +67,7 @@ CASES += [
     for v in ("normal", "ties")
     for k in (False, True)
 ]
-CASES += [case("argmax", (5, 12), "float32", layout, dim=None, keepdim=False) for layout in LAYOUTS[1:]]
+CASES += [
+    case("argmax", (5, 12), "float32", layout, dim=None, keepdim=False) for layout in LAYOUTS[1:]
+]
 CASES += [case("argmax", (6, 37), d, values="nan", dim=None, keepdim=False) for d in DTYPES]

@@ -23,7 +23,9 @@ CASES = []
 for _training in (True, False):
     CASES += _cases("batch_norm", training=_training, momentum=MOMENTUM, eps=EPS)
     CASES.append(case("batch_norm", (0, 3), training=_training, momentum=MOMENTUM, eps=EPS))
-CASES.append(case("batch_norm", (8, 4, 6), values="nostats", training=True, momentum=MOMENTUM, eps=EPS))
+CASES.append(
+    case("batch_norm", (8, 4, 6), values="nostats", training=True, momentum=MOMENTUM, eps=EPS)
+)
 
 
 def channel_inputs(c, rng: np.random.Generator, x: np.ndarray) -> dict:

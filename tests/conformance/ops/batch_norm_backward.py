@@ -10,8 +10,15 @@ from tests.conformance.ops import batch_norm as forward
 
 CASES = []
 for _training in (True, False):
-    CASES += [case("batch_norm_backward", s, d, training=_training) for s in forward.SHAPES for d in DTYPES]
-    CASES += [case("batch_norm_backward", (8, 4, 6), d, values="offset", training=_training) for d in DTYPES]
+    CASES += [
+        case("batch_norm_backward", s, d, training=_training)
+        for s in forward.SHAPES
+        for d in DTYPES
+    ]
+    CASES += [
+        case("batch_norm_backward", (8, 4, 6), d, values="offset", training=_training)
+        for d in DTYPES
+    ]
     CASES.append(case("batch_norm_backward", (8, 4, 6), values="noaffine", training=_training))
     CASES += [
         case("batch_norm_backward", (6, 4, 5), "float32", layout, training=_training)
@@ -51,7 +58,9 @@ def reference(dy, x, weight, save_mean, save_invstd, training) -> dict:
     if not training:
         return {"dx": scale * dy, "dweight": dweight, "dbias": dbias}
     count = max(count, 1)
-    dx = scale * (dy - forward.per_channel(dbias, x) / count - xhat * forward.per_channel(dweight, x) / count)
+    dx = scale * (
+        dy - forward.per_channel(dbias, x) / count - xhat * forward.per_channel(dweight, x) / count
+    )
     return {"dx": dx, "dweight": dweight, "dbias": dbias}
 
 

@@ -29,7 +29,9 @@ for _values in ("large", "masked", "all_neg_inf", "nan"):
         CASES += [case("softmax", (6, 37), _d, values=_values, dim=dim) for dim in (-1, 0)]
     CASES.append(case("softmax", (4, 2048), "bfloat16", values=_values, dim=-1))
 CASES += [
-    case("softmax", (5, 12), "float32", layout, dim=dim) for layout in LAYOUTS[1:] for dim in (-1, 0)
+    case("softmax", (5, 12), "float32", layout, dim=dim)
+    for layout in LAYOUTS[1:]
+    for dim in (-1, 0)
 ]
 
 
@@ -83,4 +85,3 @@ def softmax(x: np.ndarray, dim: int) -> np.ndarray:
 def reference(x, dim) -> dict:
     """y = softmax(x, dim)."""
     return {"y": softmax(x, dim)}
-

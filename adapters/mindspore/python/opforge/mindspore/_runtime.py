@@ -87,7 +87,9 @@ def _check_scalar(fn: str, name: str, kind: str, value: object) -> None:
     base = kind.rstrip("?")
     if kind.endswith("?") and value is None:
         return
-    numeric = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    numeric = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, bool
+    )
     if base == "int" and not (isinstance(value, (int, np.integer)) and not isinstance(value, bool)):
         raise _fail(fn, f"{name} must be an int, got {value!r}", TypeError)
     if base == "float" and not numeric:
@@ -143,8 +145,14 @@ def prepare(op: str, fn: str, metas: tuple, scalars: tuple) -> Tensor:
         kernels().infer(op, **arguments)
     except KernelError as exc:
         message = exc.message.removeprefix(f"opforge_{op}: ")
-        raise _fail(fn, message, TypeError if exc.status_name == "INVALID_DTYPE" else ValueError) from None
-    items = [("flag", arguments[name] is not None) for name, optional, *_ in layout["tensors"] if optional]
+        raise _fail(
+            fn, message, TypeError if exc.status_name == "INVALID_DTYPE" else ValueError
+        ) from None
+    items = [
+        ("flag", arguments[name] is not None)
+        for name, optional, *_ in layout["tensors"]
+        if optional
+    ]
     for name, kind, dim_of in layout["scalars"]:
         value = arguments[name]
         if dim_of is not None and value is not None:

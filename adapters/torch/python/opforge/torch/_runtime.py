@@ -50,7 +50,9 @@ def call_below_autograd(op: torch._ops.OpOverload, *args):
         return op(*args)
 
 
-def autograd_kernel(op: torch._ops.OpOverload, function: type, tensors: tuple[int, ...]) -> Callable:
+def autograd_kernel(
+    op: torch._ops.OpOverload, function: type, tensors: tuple[int, ...]
+) -> Callable:
     """The Autograd-key kernel of ``op`` for direct ``torch.ops.opforge`` calls.
 
     ``tensors`` are the positions of the tensor arguments; a call needing autograd goes through
@@ -82,7 +84,9 @@ def underivable_kernel(op: torch._ops.OpOverload, name: str, tensors: tuple[int,
         outputs = op.redispatch(keyset & _after_autograd, *args)
         if not _grad_enabled() or not any(t is not None and t.requires_grad for t in inputs):
             return outputs
-        return _delayed_error(name, outputs, [t for t in inputs if t is not None and t.requires_grad])
+        return _delayed_error(
+            name, outputs, [t for t in inputs if t is not None and t.requires_grad]
+        )
 
     return kernel
 
@@ -161,7 +165,6 @@ def vmap_by_loop(function: type, info, in_dims: tuple, *args):
     return torch.stack(rows), 0
 
 
-
 _FLOATING = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -189,6 +192,8 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor]:
         )
     device = a.device if isinstance(a, torch.Tensor) else b.device
     return tuple(
-        v.to(dtype) if isinstance(v, torch.Tensor) else torch.scalar_tensor(v, dtype=dtype, device=device)
+        v.to(dtype)
+        if isinstance(v, torch.Tensor)
+        else torch.scalar_tensor(v, dtype=dtype, device=device)
         for v in (a, b)
     )
