@@ -107,6 +107,8 @@ class BuildEngine:
                 )
         for recipe in ordered:
             _check_wheel_requirements(recipe)
+        # Every tool of every target first: a missing one is reported before anything builds.
+        tools = {r.name: self._tools(r, profile) for r in ordered if profile in r.profiles}
         results: list[TargetResult] = []
         with _build_lock(self.project.dist_dir, self.project.build_dir):
             # Read under the lock: another build may have just written it.
@@ -116,7 +118,7 @@ class BuildEngine:
                     results.append(TargetResult(recipe.name, "skipped", f"no {profile} profile"))
                     self.say(f"[{recipe.name}] skipped: no {profile} profile")
                     continue
-                results.append(self._build_one(recipe, profile, pins, manifest))
+                results.append(self._build_one(recipe, profile, pins, manifest, tools[recipe.name]))
         return results
 
     def _tools(self, recipe: Recipe, profile: str) -> dict[str, Tool]:
@@ -147,11 +149,15 @@ class BuildEngine:
         return self.project.dist_dir / names[0] if names else None
 
     def _build_one(
-        self, recipe: Recipe, profile: str, pins: PinSet, manifest: Manifest
+        self,
+        recipe: Recipe,
+        profile: str,
+        pins: PinSet,
+        manifest: Manifest,
+        tools: dict[str, Tool],
     ) -> TargetResult:
         root = self.project.root
         prefix = self.project.dist_dir / profile
-        tools = self._tools(recipe, profile)
         options = recipe.options_for(profile)
         dependency_outputs = {}
         for dep in recipe.depends_on:
