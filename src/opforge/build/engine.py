@@ -228,7 +228,9 @@ class BuildEngine:
                 requires,
                 self.project.dist_dir,
             )
-        outputs, _ = self._outputs(recipe, profile, prefix, wheel)
+        outputs = dict(installed)
+        if wheel is not None:
+            outputs[f"wheel:{wheel.name}"] = hash_file(wheel)["sha256"]
         duration = time.monotonic() - started
         manifest.put(
             recipe.name,
