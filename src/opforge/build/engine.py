@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from opforge import __version__
 from opforge.build.cmake import cmake_steps
@@ -23,7 +23,7 @@ from opforge.build.fingerprint import (
 )
 from opforge.build.manifest import Manifest, TargetRecord
 from opforge.build.toolchain import Tool, require_python_package, require_tool
-from opforge.build.wheel import build_wheel, requirement_problem, wheel_files
+from opforge.build.wheel import build_wheel, wheel_files
 from opforge.errors import BuildError, RecipeError
 from opforge.pins.digest import hash_file
 from opforge.pins.fetch import Fetcher
@@ -65,15 +65,15 @@ def _build_lock(*directories: Path):
         yield
 
 
-def _check_wheel_requirements(recipe: Recipe) -> None:
-    """Refuse a ``wheel.requires`` entry that is not one PEP 508 requirement on one line."""
-    for i, requirement in enumerate(recipe.wheel.requires if recipe.wheel else ()):
-        problem = requirement_problem(requirement)
-        if problem:
-            raise RecipeError(
-                f"{recipe.path}: wheel.requires[{i}]: {requirement!r} {problem}",
-                hint="give one requirement per entry, e.g. torch or 'numpy<2'",
-            )
+def _remove_installed(prefix: Path, outputs: dict[str, str]) -> None:
+    """Remove a target's recorded outputs from ``prefix`` before a build from scratch: CMake's
+    install skips a file whose time is within a second of the installed copy's, so a fresh
+    build could otherwise leave a stale output in place."""
+    for key in outputs:
+        relative = PurePosixPath(key)
+        if key.startswith("wheel:") or relative.is_absolute() or ".." in relative.parts:
+            continue
+        (prefix / relative).unlink(missing_ok=True)
 
 
 class BuildEngine:
@@ -105,8 +105,6 @@ class BuildEngine:
                     f"{book.get(name).path}: profiles: target {name!r} has no {profile!r} profile",
                     hint=f"build it with --profile {' or '.join(book.get(name).profiles)}",
                 )
-        for recipe in ordered:
-            _check_wheel_requirements(recipe)
         # Every tool of every target first: a missing one is reported before anything builds.
         tools = {r.name: self._tools(r, profile) for r in ordered if profile in r.profiles}
         results: list[TargetResult] = []
@@ -177,6 +175,7 @@ class BuildEngine:
             if changed_categories(previous.inputs, inputs) & set(UNTRACKED_BY_BUILD_TOOL):
                 why += "; in a fresh build tree"
                 shutil.rmtree(build_dir, ignore_errors=True)
+                _remove_installed(prefix, previous.outputs)
         else:
             current, unmatched = self._outputs(recipe, profile, prefix, self._wheel_path(previous))
             why = describe_output_change(previous.outputs, current, unmatched)
