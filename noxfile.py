@@ -11,6 +11,8 @@ nox.options.sessions = ["tests"]
 TORCH = "torch==2.13.0"
 # The MindSpore the adapter is tested with; it is built against NumPy 1.x (see README).
 MINDSPORE = ("mindspore==2.10.0", "numpy<2")
+# The quick lane: every test but those needing images (docker, devcontainer) and the slow ones.
+QUICK_LANE = "not docker and not slow"
 
 
 @nox.session(name="build-cpu")
@@ -46,20 +48,32 @@ def tests(session: nox.Session) -> None:
         session.run("opforge", "build", "--profile", "cpu", "--runner", "docker", "--quiet")
         session.run("opforge", "test", "--profile", "cpu", "--runner", "docker")
         return
-    session.install(".[dev]", TORCH, *MINDSPORE)
+    _with_cpu_wheels(session)
     session.run("opforge", "pins", "install", "nvidia-cudnn-cu13")
-    session.run("opforge", "build", "--profile", "cpu", "--quiet")
-    session.run("opforge", "dist", "install", "--profile", "cpu")
     session.run("pytest", *session.posargs)
+
+
+@nox.session
+def quick(session: nox.Session) -> None:
+    """The quick lane: the test suite without the docker, devcontainer and slow tests (and without
+    the cuDNN download they need)."""
+    _with_cpu_wheels(session)
+    session.run("pytest", "-m", QUICK_LANE, *session.posargs)
 
 
 @nox.session
 def parity(session: nox.Session) -> None:
     """The conformance cases through opforge.torch and opforge.mindspore agree element for element."""
+    _with_cpu_wheels(session)
+    session.run("pytest", "tests/parity", *session.posargs)
+
+
+def _with_cpu_wheels(session: nox.Session) -> None:
+    """opforge with its test tools, torch and MindSpore, and the CPU build's adapter wheels
+    installed as users install them."""
     session.install(".[dev]", TORCH, *MINDSPORE)
     session.run("opforge", "build", "--profile", "cpu", "--quiet")
     session.run("opforge", "dist", "install", "--profile", "cpu")
-    session.run("pytest", "tests/parity", *session.posargs)
 
 
 @nox.session(name="test-gpu", venv_params=["--system-site-packages"])
@@ -123,8 +137,8 @@ def lint(session: nox.Session) -> None:
 def bench_torch(session: nox.Session) -> None:
     """Per-call overhead of opforge.torch ops against torch's on the CPU; saved to bench/results/."""
     session.install(".[build]", TORCH)
-    session.run("opforge", "build", "--profile", "cpu", "--quiet")
-    session.run("opforge", "dist", "install", "--profile", "cpu")
+    session.run("opforge", "build", "torch-adapter", "--profile", "cpu", "--quiet")
+    session.run("opforge", "dist", "install", "torch-adapter", "--profile", "cpu")
     session.run("python", "bench/torch_overhead.py", "--device", "cpu", *session.posargs)
 
 
@@ -133,7 +147,7 @@ def bench_mindspore(session: nox.Session) -> None:
     """Per-call time of opforge.mindspore.add against MindSpore's ops.add, PYNATIVE and GRAPH."""
     session.install(".[build]", *MINDSPORE)
     session.run("opforge", "build", "mindspore-adapter", "--profile", "cpu", "--quiet")
-    session.run("opforge", "dist", "install", "--profile", "cpu", "--target", "mindspore-adapter")
+    session.run("opforge", "dist", "install", "mindspore-adapter", "--profile", "cpu")
     session.run("python", "bench/mindspore_overhead.py", *session.posargs)
 
 

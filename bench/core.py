@@ -1,7 +1,7 @@
 """Core figures: `pins verify` hashing throughput on 1 GiB, and full vs no-op build wall time.
 
 Run with `nox -s bench-core` (or `python bench/core.py`). Prints a table and writes
-bench/results/core-<machine>-<date>.json. These are measurements, not pass/fail tests.
+a new bench/results/core-<machine>-<date>[-N].json. These are measurements, not pass/fail tests.
 """
 
 from __future__ import annotations

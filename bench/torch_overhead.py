@@ -2,7 +2,8 @@
 
 Run with `nox -s bench-torch` (CPU) or `python bench/torch_overhead.py --device cuda`; needs the
 opforge_torch wheel installed (`opforge dist install`). torch.utils.benchmark times the calls
-(synchronising CUDA); prints a table and writes bench/results/torch-overhead-<device>-<date>.json.
+(synchronising CUDA); prints a table and writes a new
+bench/results/torch-overhead-<device>-<date>[-N].json.
 """
 
 from __future__ import annotations

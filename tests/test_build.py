@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import zipfile
 from pathlib import Path
@@ -238,19 +241,128 @@ def test_toolchain_change_invalidates(three_targets, monkeypatch, tmp_path):
         toolchain.find_tool.cache_clear()
 
 
+def bare_python(where: Path) -> Path:
+    """A venv with no tools in its bin/ that still imports what this interpreter imports (a .pth
+    names this interpreter's sys.path): opforge run by it finds cmake and ninja on PATH only."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    python = where / "bin" / "python"
+    site_dir = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    paths = [p for p in sys.path if p and Path(p).is_dir()]
+    (Path(site_dir) / "opforge-tests.pth").write_text("\n".join(paths) + "\n")
+    return python
+
+
 def test_a_missing_tool_is_one_clear_error(three_targets, monkeypatch, tmp_path):
-    # A PATH holding only what runs the build: cmake and ninja are gone.
+    # A PATH holding only what runs the build, and an environment without tools of its own:
+    # cmake and ninja are gone.
+    python = bare_python(tmp_path / "env")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "c++").symlink_to(shutil.which("c++"))
     monkeypatch.setenv("PATH", str(bin_dir))
-    result = opforge(three_targets.root, "build", "liba")
+    result = subprocess.run(
+        [str(python), "-m", "opforge", "--project", str(three_targets.root), "build", "liba"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 1
     assert result.stderr.splitlines()[0] == (
-        "opforge: error: cmake not found on PATH (needed by target liba, profile cpu)"
+        f"opforge: error: cmake not found in the environment of {python} or on PATH "
+        "(needed by target liba, profile cpu)"
     )
     assert "hint: pip install cmake" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _environment_cmake() -> Path | None:
+    found = shutil.which("cmake", path=sysconfig.get_path("scripts"))
+    return Path(found) if found else None
+
+
+@pytest.mark.skipif(
+    _environment_cmake() is None,
+    reason=f"no cmake in this Python's environment ({sysconfig.get_path('scripts')})",
+)
+def test_alternating_shells_do_not_flip_the_toolchain(three_targets, tmp_path):
+    """Another cmake first on PATH (a shell outside the venv) must not change the build's tools."""
+    first = opforge(three_targets.root, "build", "liba")
+    assert first.returncode == 0, first.stderr
+    other = tmp_path / "other-bin"
+    other.mkdir()
+    real = shutil.which("cmake", path="/usr/bin:/bin") or str(_environment_cmake())
+    (other / "cmake").write_text(
+        f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "cmake version 0.0-other"; exit 0; }}\n'
+        f'exec {real} "$@"\n'
+    )
+    (other / "cmake").chmod(0o755)
+    env = {**os.environ, "PATH": f"{other}{os.pathsep}{os.environ['PATH']}"}
+    again = subprocess.run(
+        [sys.executable, "-m", "opforge", "--project", str(three_targets.root), "build", "liba"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "[liba] up to date (cpu)" in again.stdout, again.stdout
+
+
+def test_rebuild_says_which_input_changed(three_targets, monkeypatch, tmp_path):
+    project = three_targets
+    lines: list[str] = []
+    _engine(project, lines).build([], "cpu")
+    assert "[liba] building (cpu, runner host): no cpu build recorded" in lines
+
+    def reasons() -> dict[str, str]:
+        lines.clear()
+        _engine(project, lines).build([], "cpu")
+        return {
+            line.split("]")[0][1:]: line.split("): ", 1)[1]
+            for line in lines
+            if "] building (" in line
+        }
+
+    (project.root / "liba" / "liba.cpp").write_text("int liba_value() { return 5; }\n")
+    assert reasons() == {
+        "liba": "source liba/liba.cpp changed",
+        "libb": "dependency liba changed",
+    }
+
+    recipe = project.recipes_dir / "libc.yaml"
+    recipe.write_text(
+        recipe.read_text().replace(
+            "cmake: {source_dir: libc}",
+            "cmake: {source_dir: libc, options: {CMAKE_BUILD_TYPE: Debug}}",
+        )
+    )
+    assert reasons() == {"libc": "recipe changed; option CMAKE_BUILD_TYPE added"}
+
+    (project.dist_dir / "cpu" / "lib" / "liblibc.so").unlink()
+    assert reasons() == {"libc": "output lib/liblibc.so missing"}
+
+    wrapper = tmp_path / "bin" / "c++"
+    wrapper.parent.mkdir()
+    wrapper.write_text(
+        f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "wrapped c++ 99"; exit 0; }}\n'
+        f'exec {shutil.which("c++")} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CXX", str(wrapper))
+    from opforge.build import toolchain
+
+    toolchain.find_tool.cache_clear()
+    try:
+        changed = reasons()
+    finally:
+        toolchain.find_tool.cache_clear()
+    assert changed["libc"].startswith("tool c++ changed (")
+    assert changed["libc"].endswith(" -> wrapped c++ 99); in a fresh build tree")
 
 
 PY_CMAKE = """\
@@ -384,3 +496,232 @@ def test_gpu_torch_adapter_builds_without_a_cuda_torch(tmp_path):
         text=True,
     )
     assert probe.returncode != 0 and "libtorch_cuda.so" in probe.stderr
+
+
+# --- inputs the build tool cannot see, profile outputs, wheels, dist install, the lock -------
+
+GEN_CMAKE = """\
+cmake_minimum_required(VERSION 3.24)
+project(gen NONE)
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+set(_out "${CMAKE_CURRENT_BINARY_DIR}/value.txt")
+add_custom_command(OUTPUT "${_out}"
+  COMMAND "${Python3_EXECUTABLE}" -m probe_generator "${CMAKE_CURRENT_SOURCE_DIR}/input.txt" "${_out}"
+  DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/input.txt")
+add_custom_target(generated ALL DEPENDS "${_out}")
+install(FILES "${_out}" DESTINATION share/gen)
+"""
+
+GENERATOR = """\
+import sys
+text = open(sys.argv[1]).read().strip()
+open(sys.argv[2], "w").write(text + " {version}\\n")
+"""
+
+
+@pytest.fixture
+def generated_project(tmp_path, monkeypatch) -> Project:
+    """One recipe whose build runs a Python generator module that the recipe names."""
+    root = tmp_path / "project"
+    (root / "recipes").mkdir(parents=True)
+    (root / "checksums.yaml").write_text("pins: {}\n")
+    (root / "gen").mkdir()
+    (root / "gen" / "CMakeLists.txt").write_text(GEN_CMAKE)
+    (root / "gen" / "input.txt").write_text("input\n")
+    (root / "recipes" / "gen.yaml").write_text(
+        "name: gen\nkind: cmake\nsources: [gen/*]\nimage: devel\ncmake: {source_dir: gen}\n"
+        "profiles: {cpu: {}}\noutputs: [share/gen/value.txt]\ngenerators: [probe_generator]\n"
+    )
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "probe_generator.py").write_text(GENERATOR.format(version="v1"))
+    # The build's interpreter (this one) runs the generator: both must find it.
+    monkeypatch.syspath_prepend(str(modules))
+    monkeypatch.setenv("PYTHONPATH", str(modules))
+    return Project(root, root / "checksums.yaml")
+
+
+def test_a_changed_generator_rebuilds_and_regenerates(generated_project):
+    project = generated_project
+    value = project.dist_dir / "cpu" / "share" / "gen" / "value.txt"
+    assert _statuses(project) == {"gen": "built"}
+    assert value.read_text() == "input v1\n"
+    assert _statuses(project) == {"gen": "up-to-date"}
+
+    generator = project.root.parent / "modules" / "probe_generator.py"
+    # (A longer text: a same-size rewrite within one second would let Python reuse the .pyc.)
+    generator.write_text(GENERATOR.format(version="version 2"))
+    lines: list[str] = []
+    results = _engine(project, lines).build([], "cpu")
+    assert [r.status for r in results] == ["built"]
+    assert (
+        "[gen] building (cpu, runner host): generator probe_generator changed; "
+        "in a fresh build tree" in lines
+    )
+    # The generator's input did not change, so only a fresh tree makes Ninja run it again.
+    assert value.read_text() == "input version 2\n"
+
+
+def test_an_unknown_generator_is_one_clear_error(generated_project):
+    recipe = generated_project.recipes_dir / "gen.yaml"
+    recipe.write_text(recipe.read_text().replace("[probe_generator]", "[no_such_generator_xyz]"))
+    result = opforge(generated_project.root, "build")
+    assert result.returncode == 1
+    assert (
+        f"opforge: error: {recipe}: generators[0]: no Python module 'no_such_generator_xyz'"
+        in result.stderr
+    )
+    assert "Traceback" not in result.stderr
+
+
+def test_adapter_recipes_name_the_op_generator():
+    from opforge.pins.model import load_pins
+    from opforge.recipes.loader import load_recipes
+
+    book = load_recipes([REPO / "recipes"], load_pins(REPO / "checksums.yaml"), REPO)
+    for name in ("torch-adapter", "mindspore-adapter"):
+        assert "opforge.ops_manifest" in book.get(name).generators, name
+    assert "python/opforge/mindspore/_aot_cuda.so" in book.get("mindspore-adapter").outputs_for(
+        "gpu"
+    )
+    assert "python/opforge/mindspore/_aot_cuda.so" not in book.get("mindspore-adapter").outputs_for(
+        "cpu"
+    )
+
+
+EXTRA_CMAKE = """\
+cmake_minimum_required(VERSION 3.24)
+project(extra NONE)
+option(WITH_EXTRA "install the extra file" OFF)
+install(FILES base.txt DESTINATION share/extra)
+if(WITH_EXTRA)
+  install(FILES extra.txt DESTINATION share/extra)
+endif()
+"""
+
+
+def test_a_deleted_profile_output_is_rebuilt(tmp_path):
+    root = tmp_path
+    (root / "recipes").mkdir()
+    (root / "checksums.yaml").write_text("pins: {}\n")
+    (root / "extra").mkdir()
+    (root / "extra" / "CMakeLists.txt").write_text(EXTRA_CMAKE)
+    (root / "extra" / "base.txt").write_text("base\n")
+    (root / "extra" / "extra.txt").write_text("extra\n")
+    (root / "recipes" / "extra.yaml").write_text(
+        "name: extra\nkind: cmake\nsources: [extra/*]\nimage: devel\n"
+        "cmake: {source_dir: extra}\noutputs: [share/extra/base.txt]\n"
+        "profiles:\n  cpu: {}\n"
+        "  gpu: {options: {WITH_EXTRA: true}, outputs: [share/extra/extra.txt]}\n"
+    )
+    project = Project(root, root / "checksums.yaml")
+    lines: list[str] = []
+    assert [r.status for r in _engine(project, lines).build([], "gpu")] == ["built"]
+    manifest = json.loads((project.dist_dir / "manifest.json").read_text())
+    assert set(manifest["targets"]["extra"]["gpu"]["outputs"]) == {
+        "share/extra/base.txt",
+        "share/extra/extra.txt",
+    }
+    (project.dist_dir / "gpu" / "share" / "extra" / "extra.txt").unlink()
+    lines.clear()
+    assert [r.status for r in _engine(project, lines).build([], "gpu")] == ["built"]
+    assert "[extra] building (gpu, runner host): output share/extra/extra.txt missing" in lines
+    assert (project.dist_dir / "gpu" / "share" / "extra" / "extra.txt").is_file()
+    # The cpu profile does not declare it, so it need not exist there.
+    assert [r.status for r in _engine(project, []).build([], "cpu")] == ["built"]
+
+
+NS_CMAKE = """\
+cmake_minimum_required(VERSION 3.24)
+project({name} NONE)
+install(FILES __init__.py DESTINATION python/nsprobe/{name})
+"""
+
+
+@pytest.fixture
+def two_wheels(tmp_path) -> Project:
+    """Two recipes installing a package each into one shared prefix, as the adapters do."""
+    (tmp_path / "checksums.yaml").write_text("pins: {}\n")
+    (tmp_path / "recipes").mkdir()
+    for name, deps in (("alpha", "[]"), ("beta", "[alpha]")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "CMakeLists.txt").write_text(NS_CMAKE.format(name=name))
+        (tmp_path / name / "__init__.py").write_text(f"NAME = {name!r}\n")
+        (tmp_path / "recipes" / f"{name}.yaml").write_text(
+            f"name: {name}\nkind: cmake\nsources: [{name}/*]\nimage: devel\n"
+            f"cmake: {{source_dir: {name}}}\nprofiles: {{cpu: {{}}}}\ndepends_on: {deps}\n"
+            f"outputs: [python/nsprobe/{name}/*.py]\n"
+            f"wheel: {{name: nsprobe-{name}, root: python, requires: ['pytest>=1']}}\n"
+        )
+    return Project(tmp_path, tmp_path / "checksums.yaml")
+
+
+def _wheel_names(wheel: Path) -> set[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        return {n for n in archive.namelist() if ".dist-info/" not in n}
+
+
+def test_each_wheel_carries_only_its_own_package(two_wheels):
+    assert _statuses(two_wheels) == {"alpha": "built", "beta": "built"}
+    dist = two_wheels.dist_dir
+    alpha = next(dist.glob("nsprobe_alpha-*.whl"))
+    beta = next(dist.glob("nsprobe_beta-*.whl"))
+    assert _wheel_names(alpha) == {"nsprobe/alpha/__init__.py"}
+    assert _wheel_names(beta) == {"nsprobe/beta/__init__.py"}
+    # Rebuilding alpha after beta installed beside it still gives alpha alone.
+    (two_wheels.root / "alpha" / "__init__.py").write_text("NAME = 'alpha2'\n")
+    assert _statuses(two_wheels, ["alpha"]) == {"alpha": "built"}
+    assert _wheel_names(next(dist.glob("nsprobe_alpha-*.whl"))) == {"nsprobe/alpha/__init__.py"}
+
+
+def test_dist_install_takes_target_names(two_wheels, tmp_path):
+    _statuses(two_wheels)
+    site = tmp_path / "site"
+    result = opforge(two_wheels.root, "dist", "install", "beta", "--target", str(site))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "installed nsprobe_beta-0.1.0+cpu-py3-none-linux_x86_64.whl"
+    assert (site / "nsprobe" / "beta" / "__init__.py").is_file()
+    assert not (site / "nsprobe" / "alpha").exists()
+    unknown = opforge(two_wheels.root, "dist", "install", "gamma")
+    assert unknown.returncode == 1
+    assert "opforge: error: no cpu wheel recorded for target 'gamma'" in unknown.stderr
+    assert "targets with cpu wheels: alpha, beta" in unknown.stderr
+
+
+def test_the_lock_covers_dist_across_build_directories(three_targets, tmp_path):
+    """Docker-runner containers each have their own OPFORGE_BUILD_DIR but share dist/."""
+    dist = three_targets.dist_dir
+    dist.mkdir()
+    with open(dist / ".opforge.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        result = subprocess.run(
+            [sys.executable, "-m", "opforge", "--project", str(three_targets.root), "build"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OPFORGE_BUILD_DIR": str(tmp_path / "elsewhere")},
+            check=False,
+        )
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[0] == (
+        f"opforge: error: another opforge build is writing {dist}"
+    )
+    assert not (dist / "manifest.json").exists()
+    assert not (tmp_path / "elsewhere" / "cpu").exists(), "nothing was built"
+
+
+@pytest.mark.parametrize(
+    "requirement",
+    ["pytest\\nName: evil", "pytest\\r\\nX-Injected: 1", "pytest\\u2028Name: evil", "numpy<3\\x85"],
+)
+def test_a_line_break_in_a_wheel_requirement_is_refused(wheel_project, requirement):
+    recipe = wheel_project.recipes_dir / "probe.yaml"
+    recipe.write_text(
+        recipe.read_text().replace("requires: [pytest]", f'requires: ["{requirement}"]')
+    )
+    result = opforge(wheel_project.root, "build")
+    assert result.returncode == 1
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(f"opforge: error: {recipe}: wheel.requires[0]: "), result.stderr
+    assert "contains a line break or control character" in first
+    assert "Traceback" not in result.stderr
+    assert not list(wheel_project.dist_dir.glob("*.whl"))

@@ -189,3 +189,65 @@ def test_doctor_flags_numpy_2_in_a_mindspore_environment():
     assert numpy_for_mindspore("2.10.0", "1.26.4").ok
     assert numpy_for_mindspore(None, "2.4.1").ok
     assert not numpy_for_mindspore("2.10.0", None).ok
+
+
+def test_doctor_shows_which_tools_a_build_will_use_and_why(tmp_path):
+    import sysconfig
+
+    from opforge.build.toolchain import find_tool
+
+    wrapper = tmp_path / "my-c++"
+    wrapper.write_text('#!/bin/sh\necho "my c++ 1.0"\n')
+    wrapper.chmod(0o755)
+    result = run("doctor", env={"CXX": str(wrapper)})
+    rows = {line.split()[0]: line for line in result.stdout.splitlines()}
+    assert f"my c++ 1.0 ({wrapper}, from $CXX)" in rows["c++"]
+    cmake = find_tool("cmake")
+    assert cmake is not None
+    assert f"{cmake.version} ({cmake.path}, from {cmake.origin})" in rows["cmake"]
+    if cmake.path.parent == Path(sysconfig.get_path("scripts")):
+        assert cmake.origin == "this Python's environment"
+
+
+def test_a_test_command_whose_module_is_missing_is_one_clear_error(tmp_path):
+    (tmp_path / "checksums.yaml").write_text("pins: {}\n")
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "CMakeLists.txt").write_text("project(lib NONE)\n")
+    (tmp_path / "recipes" / "lib.yaml").write_text(
+        "name: lib\nkind: cmake\nsources: [lib/*]\nimage: devel\ncmake: {source_dir: lib}\n"
+        "profiles: {cpu: {}}\noutputs: [lib/x]\n"
+        "test: {command: [python, -m, no_such_test_runner_xyz], image: runtime}\n"
+    )
+    result = run("test", cwd=tmp_path)
+    assert_user_error(
+        result,
+        "target lib: its tests need the python module no_such_test_runner_xyz, which is not "
+        f"installed in {sys.executable}",
+    )
+    assert f"hint: {sys.executable} -m pip install no_such_test_runner_xyz" in result.stderr
+    missing_program = (
+        (tmp_path / "recipes" / "lib.yaml")
+        .read_text()
+        .replace("[python, -m, no_such_test_runner_xyz]", "[no-such-program-xyz]")
+    )
+    (tmp_path / "recipes" / "lib.yaml").write_text(missing_program)
+    assert_user_error(
+        run("test", cwd=tmp_path), "target lib: test command 'no-such-program-xyz' not found"
+    )
+
+
+def test_test_commands_run_with_the_interpreter_running_opforge(tmp_path):
+    (tmp_path / "checksums.yaml").write_text("pins: {}\n")
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "CMakeLists.txt").write_text("project(lib NONE)\n")
+    probe = "import sys; open('which.txt', 'w').write(sys.executable)"
+    (tmp_path / "recipes" / "lib.yaml").write_text(
+        "name: lib\nkind: cmake\nsources: [lib/*]\nimage: devel\ncmake: {source_dir: lib}\n"
+        f'profiles: {{cpu: {{}}}}\noutputs: [lib/x]\ntest: {{command: [python, -c, "{probe}"], '
+        "image: runtime}\n"
+    )
+    result = run("test", cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "which.txt").read_text() == sys.executable

@@ -210,7 +210,7 @@ def test_every_problem_in_every_file_is_reported(project):
 
 
 ALLOWED = (
-    "cmake, depends_on, description, image, kind, name, outputs, pins, profiles, "
+    "cmake, depends_on, description, generators, image, kind, name, outputs, pins, profiles, "
     "python_packages, sources, test, wheel"
 )
 
@@ -225,3 +225,17 @@ def test_paths_inside_their_place_are_accepted(project):
         + "wheel: {name: beta, root: python}\n",
     )
     assert _load(project).get("beta").wheel.root == "python"
+
+
+def test_profile_outputs_stay_under_the_install_prefix(project):
+    recipe = _write(
+        project,
+        "beta",
+        BASE.format(name="beta").replace("  cpu: {}", "  cpu: {outputs: [../../escape.so]}"),
+    )
+    with pytest.raises(RecipeError) as info:
+        _load(project)
+    assert str(info.value).splitlines()[0] == (
+        f"{recipe}: profiles.cpu.outputs[0]: '../../escape.so' leaves dist/<profile> "
+        "('..' is not allowed)"
+    )

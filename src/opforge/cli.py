@@ -198,19 +198,11 @@ def _image_options(args: argparse.Namespace) -> ImageOptions:
 
 def cmd_test(args: argparse.Namespace) -> int:
     """Run recipe test commands, on the host or in the runtime image."""
-    import subprocess
-
     project = _project(args)
     if args.runner == "host":
-        book = project.load_recipes(project.load_pins())
-        recipes = [book.get(t) for t in args.targets] if args.targets else book.order([])
-        for recipe in recipes:
-            if recipe.test is not None:
-                print(f"[{recipe.name}] test: {' '.join(recipe.test.command)}", flush=True)
-                code = subprocess.run(list(recipe.test.command), cwd=project.root).returncode
-                if code != 0:
-                    return code
-        return 0
+        from opforge.recipe_tests import run_host_tests
+
+        return run_host_tests(project, args.targets)
     from opforge.runners.docker import test_in_container
 
     runner, why = resolve_runner(args.runner)
@@ -385,8 +377,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_dist_install(args: argparse.Namespace) -> int:
     """pip-install the wheels the last build of a profile wrote to dist/."""
-    target = Path(args.target) if args.target else None
-    for wheel in install_dist_wheels(_project(args), args.profile, target):
+    dest = Path(args.target) if args.target else None
+    for wheel in install_dist_wheels(_project(args), args.profile, args.targets, dest):
         print(f"installed {wheel.name}")
     return 0
 
@@ -608,6 +600,9 @@ def build_parser() -> argparse.ArgumentParser:
     dsub = dist.add_subparsers(dest="action", required=True, metavar="ACTION")
     dinstall = dsub.add_parser(
         "install", help="pip-install a profile's wheels (recorded in the manifest)"
+    )
+    dinstall.add_argument(
+        "targets", nargs="*", metavar="TARGET", help="whose wheels (default: every target's)"
     )
     dinstall.add_argument(
         "--profile", choices=PROFILES, default="cpu", help="build profile (default: cpu)"

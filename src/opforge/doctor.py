@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from opforge.build.toolchain import find_tool
+from opforge.build.toolchain import TOOL_RULE, find_tool
 from opforge.redact import mask_url
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")
@@ -127,10 +127,11 @@ def _version(name: str) -> str | None:
 
 
 def _tool(name: str) -> Check:
+    """The tool a build will use, by the rule of ``opforge.build.toolchain``, and why that one."""
     tool = find_tool(name)
     if tool is None:
-        return Check(name, False, "not found on PATH")
-    return Check(name, True, f"{tool.version} ({tool.path})")
+        return Check(name, False, "not found (looked in: " + TOOL_RULE[name] + ")")
+    return Check(name, True, f"{tool.version} ({tool.path}, from {tool.origin})")
 
 
 def _proxies() -> Check:

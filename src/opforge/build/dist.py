@@ -10,15 +10,29 @@ from opforge.pip import pip_install
 from opforge.project import Project
 
 
-def dist_wheels(project: Project, profile: str) -> list[Path]:
-    """The wheels the last ``build --profile PROFILE`` wrote, as recorded in the manifest."""
+def _wheel_names(outputs: dict[str, str]) -> list[str]:
+    return [key.split(":", 1)[1] for key in outputs if key.startswith("wheel:")]
+
+
+def dist_wheels(project: Project, profile: str, targets: list[str] | None = None) -> list[Path]:
+    """The wheels the last ``build --profile PROFILE`` wrote, as recorded in the manifest: every
+    target's, or those of ``targets`` (each must have built a wheel)."""
     manifest = Manifest(project.dist_dir / "manifest.json")
-    wheels = [
-        project.dist_dir / key.split(":", 1)[1]
-        for profiles in manifest.targets.values()
+    built = {
+        name: _wheel_names(profiles[profile].outputs)
+        for name, profiles in sorted(manifest.targets.items())
         if profile in profiles
-        for key in profiles[profile].outputs
-        if key.startswith("wheel:")
+    }
+    with_wheels = [name for name, names in built.items() if names]
+    for name in targets or []:
+        if not built.get(name):
+            raise BuildError(
+                f"no {profile} wheel recorded for target {name!r} in {manifest.path}",
+                hint=f"targets with {profile} wheels: {', '.join(with_wheels) or '(none)'}; "
+                f"build one with `opforge build {name} --profile {profile}`",
+            )
+    wheels = [
+        project.dist_dir / wheel for name in (targets or with_wheels) for wheel in built[name]
     ]
     if not wheels:
         raise BuildError(
@@ -34,8 +48,11 @@ def dist_wheels(project: Project, profile: str) -> list[Path]:
     return wheels
 
 
-def install_dist_wheels(project: Project, profile: str, target: Path | None = None) -> list[Path]:
-    """pip-install the profile's wheels into this interpreter (or ``target``)."""
-    wheels = dist_wheels(project, profile)
-    pip_install(wheels, ", ".join(w.name for w in wheels), target)
+def install_dist_wheels(
+    project: Project, profile: str, targets: list[str] | None = None, dest: Path | None = None
+) -> list[Path]:
+    """pip-install the wheels of the profile (of ``targets`` only, when given) into this
+    interpreter (or the directory ``dest``)."""
+    wheels = dist_wheels(project, profile, targets)
+    pip_install(wheels, ", ".join(w.name for w in wheels), dest)
     return wheels

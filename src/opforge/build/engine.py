@@ -4,18 +4,26 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from opforge import __version__
 from opforge.build.cmake import cmake_steps
-from opforge.build.fingerprint import compute_inputs, output_digests
+from opforge.build.fingerprint import (
+    UNTRACKED_BY_BUILD_TOOL,
+    changed_categories,
+    compute_inputs,
+    describe_change,
+    describe_output_change,
+    installed_outputs,
+)
 from opforge.build.manifest import Manifest, TargetRecord
 from opforge.build.toolchain import Tool, require_python_package, require_tool
-from opforge.build.wheel import build_wheel
+from opforge.build.wheel import build_wheel, wheel_files
 from opforge.errors import BuildError, RecipeError
 from opforge.pins.digest import hash_file
 from opforge.pins.fetch import Fetcher
@@ -39,17 +47,33 @@ class TargetResult:
 
 
 @contextmanager
-def _build_lock(build_dir: Path):
-    build_dir.mkdir(parents=True, exist_ok=True)
-    with open(build_dir / ".lock", "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BuildError(
-                f"another opforge build is running in {build_dir}",
-                hint="wait for it to finish",
-            ) from None
+def _build_lock(*directories: Path):
+    """Hold an exclusive lock on each directory a build writes, or fail at once naming the one
+    another build holds. ``dist/`` (and its manifest) is shared by every build of a project,
+    whatever its build directory (docker-runner containers each have their own)."""
+    with ExitStack() as stack:
+        for directory in directories:
+            directory.mkdir(parents=True, exist_ok=True)
+            handle = stack.enter_context(open(directory / ".opforge.lock", "w"))
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise BuildError(
+                    f"another opforge build is writing {directory}",
+                    hint="wait for it to finish",
+                ) from None
         yield
+
+
+def _remove_installed(prefix: Path, outputs: dict[str, str]) -> None:
+    """Remove a target's recorded outputs from ``prefix`` before a build from scratch: CMake's
+    install skips a file whose time is within a second of the installed copy's, so a fresh
+    build could otherwise leave a stale output in place."""
+    for key in outputs:
+        relative = PurePosixPath(key)
+        if key.startswith("wheel:") or relative.is_absolute() or ".." in relative.parts:
+            continue
+        (prefix / relative).unlink(missing_ok=True)
 
 
 class BuildEngine:
@@ -81,32 +105,40 @@ class BuildEngine:
                     f"{book.get(name).path}: profiles: target {name!r} has no {profile!r} profile",
                     hint=f"build it with --profile {' or '.join(book.get(name).profiles)}",
                 )
-        manifest = Manifest(self.project.dist_dir / "manifest.json")
+        # Every tool of every target first: a missing one is reported before anything builds.
+        tools = {r.name: self._tools(r, profile) for r in ordered if profile in r.profiles}
         results: list[TargetResult] = []
-        with _build_lock(self.project.build_dir):
+        with _build_lock(self.project.dist_dir, self.project.build_dir):
+            # Read under the lock: another build may have just written it.
+            manifest = Manifest(self.project.dist_dir / "manifest.json")
             for recipe in ordered:
                 if profile not in recipe.profiles:
                     results.append(TargetResult(recipe.name, "skipped", f"no {profile} profile"))
                     self.say(f"[{recipe.name}] skipped: no {profile} profile")
                     continue
-                results.append(self._build_one(recipe, profile, pins, manifest))
+                results.append(self._build_one(recipe, profile, pins, manifest, tools[recipe.name]))
         return results
 
     def _tools(self, recipe: Recipe, profile: str) -> dict[str, Tool]:
         why = f"needed by target {recipe.name}, profile {profile}"
         names = [*_BASE_TOOLS, *recipe.profiles[profile].requires]
         tools = {name: require_tool(name, why) for name in dict.fromkeys(names)}
-        for package in recipe.python_packages:
+        packages = [*recipe.python_packages, *(["wheel"] if recipe.wheel else [])]
+        for package in packages:
             tools[f"python:{package}"] = require_python_package(package, why)
         return tools
 
-    def _outputs(self, recipe: Recipe, prefix: Path, wheel: Path | None) -> dict[str, str] | None:
-        outputs = output_digests(prefix, recipe.outputs)
-        if outputs is not None and recipe.wheel is not None:
+    def _outputs(
+        self, recipe: Recipe, profile: str, prefix: Path, wheel: Path | None
+    ) -> tuple[dict[str, str], list[str]]:
+        """The target's installed outputs (its wheel included) and the globs matching nothing."""
+        outputs, unmatched = installed_outputs(prefix, recipe.outputs_for(profile))
+        if recipe.wheel is not None:
             if wheel is None or not wheel.is_file():
-                return None
-            outputs[f"wheel:{wheel.name}"] = hash_file(wheel)["sha256"]
-        return outputs
+                unmatched.append(f"wheel {recipe.wheel.name}")
+            else:
+                outputs[f"wheel:{wheel.name}"] = hash_file(wheel)["sha256"]
+        return outputs, unmatched
 
     def _wheel_path(self, record: TargetRecord | None) -> Path | None:
         names = [
@@ -115,11 +147,15 @@ class BuildEngine:
         return self.project.dist_dir / names[0] if names else None
 
     def _build_one(
-        self, recipe: Recipe, profile: str, pins: PinSet, manifest: Manifest
+        self,
+        recipe: Recipe,
+        profile: str,
+        pins: PinSet,
+        manifest: Manifest,
+        tools: dict[str, Tool],
     ) -> TargetResult:
         root = self.project.root
         prefix = self.project.dist_dir / profile
-        tools = self._tools(recipe, profile)
         options = recipe.options_for(profile)
         dependency_outputs = {}
         for dep in recipe.depends_on:
@@ -131,20 +167,27 @@ class BuildEngine:
             recipe, profile, root, pins, options, list(tools.values()), dependency_outputs
         )
         previous = manifest.get(recipe.name, profile)
-        if (
-            previous is not None
-            and previous.inputs_sha256 == digest
-            and self._outputs(recipe, prefix, self._wheel_path(previous)) == previous.outputs
-        ):
-            self.say(f"[{recipe.name}] up to date ({profile})")
-            return TargetResult(recipe.name, "up-to-date")
+        build_dir = self.project.build_dir / profile / recipe.name
+        if previous is None:
+            why = f"no {profile} build recorded"
+        elif previous.inputs_sha256 != digest:
+            why = describe_change(previous.inputs, inputs)
+            if changed_categories(previous.inputs, inputs) & set(UNTRACKED_BY_BUILD_TOOL):
+                why += "; in a fresh build tree"
+                shutil.rmtree(build_dir, ignore_errors=True)
+                _remove_installed(prefix, previous.outputs)
+        else:
+            current, unmatched = self._outputs(recipe, profile, prefix, self._wheel_path(previous))
+            why = describe_output_change(previous.outputs, current, unmatched)
+            if not why:
+                self.say(f"[{recipe.name}] up to date ({profile})")
+                return TargetResult(recipe.name, "up-to-date")
 
-        self.say(f"[{recipe.name}] building ({profile}, runner {self.runner.name})")
+        self.say(f"[{recipe.name}] building ({profile}, runner {self.runner.name}): {why}")
         started = time.monotonic()
         if recipe.pins:
             self.say(f"[{recipe.name}] pins: {', '.join(recipe.pins)}")
         pin_paths = self.fetcher.fetch_many([pins.pins[name] for name in recipe.pins])
-        build_dir = self.project.build_dir / profile / recipe.name
         log_path = build_dir / "opforge-build.log"
         build_dir.mkdir(parents=True, exist_ok=True)
         log_path.unlink(missing_ok=True)
@@ -161,6 +204,12 @@ class BuildEngine:
         for step in steps:
             self.say(f"[{recipe.name}] {step.name}")
             self.runner.run(step, log_path)
+        installed, unmatched = installed_outputs(prefix, recipe.outputs_for(profile))
+        if unmatched:
+            raise BuildError(
+                f"target {recipe.name}: declared output {unmatched[0]!r} was not installed under {prefix}",
+                hint=f"fix `outputs:` in {recipe.path} or the install rules of the build",
+            )
         wheel = None
         if recipe.wheel is not None:
             self.say(f"[{recipe.name}] wheel")
@@ -172,18 +221,15 @@ class BuildEngine:
             ]
             wheel = build_wheel(
                 prefix / recipe.wheel.root,
+                wheel_files(prefix, recipe.wheel.root, installed),
                 recipe.wheel.name,
                 f"{__version__}+{profile}",
                 requires,
                 self.project.dist_dir,
             )
-        outputs = self._outputs(recipe, prefix, wheel)
-        if outputs is None:
-            missing = [p for p in recipe.outputs if not any(prefix.glob(p))]
-            raise BuildError(
-                f"target {recipe.name}: declared output {missing[0]!r} was not installed under {prefix}",
-                hint=f"fix `outputs:` in {recipe.path} or the install rules of the build",
-            )
+        outputs = dict(installed)
+        if wheel is not None:
+            outputs[f"wheel:{wheel.name}"] = hash_file(wheel)["sha256"]
         duration = time.monotonic() - started
         manifest.put(
             recipe.name,

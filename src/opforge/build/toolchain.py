@@ -1,4 +1,10 @@
-"""Finding build tools and their versions (part of every target's input fingerprint)."""
+"""Finding build tools and their versions (part of every target's input fingerprint).
+
+One rule picks each tool, whatever shell opforge runs from, so alternating shells do not flip
+the toolchain: an explicit override (``$CXX``, ``$CUDACXX``) first, then the script directory of
+the Python environment running opforge (where ``pip install cmake ninja`` puts them), then
+``PATH``. ``opforge doctor`` shows what the rule picked and why.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +12,26 @@ import functools
 import importlib.metadata
 import os
 import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
 from opforge.errors import ToolMissing
 
 _CUDA_HOMES = ("/usr/local/cuda/bin",)
+_OVERRIDES = {"c++": "CXX", "nvcc": "CUDACXX"}
+_FROM_ENVIRONMENT = ("cmake", "ninja")
+
+# Where each tool is looked for, in order (what `opforge doctor` prints when one is missing).
+TOOL_RULE = {
+    "cmake": "this Python's environment, PATH",
+    "ninja": "this Python's environment, PATH",
+    "c++": "$CXX, else c++ on PATH",
+    "nvcc": "$CUDACXX, else PATH, " + ", ".join(_CUDA_HOMES),
+}
 
 _INSTALL_HINTS = {
     "cmake": "pip install cmake (or apt-get install cmake)",
@@ -25,22 +43,43 @@ _INSTALL_HINTS = {
 
 @dataclass(frozen=True)
 class Tool:
-    """A located tool: its name, absolute path and one-line version."""
+    """A located tool: its name, absolute path, one-line version and where it was found."""
 
     name: str
     path: Path
     version: str
+    origin: str = ""
 
 
-def _locate(name: str) -> str | None:
-    if name == "c++":
-        return shutil.which(os.environ.get("CXX", "c++"))
+def environment_script_dirs() -> list[Path]:
+    """The script directories of the Python running opforge: its venv's ``bin/`` (or the
+    system scheme's), then the user scheme's when user site-packages are enabled."""
+    dirs = [Path(sysconfig.get_path("scripts"))]
+    if site.ENABLE_USER_SITE:
+        dirs.append(Path(sysconfig.get_path("scripts", f"{os.name}_user")))
+    return list(dict.fromkeys(dirs))
+
+
+def _locate(name: str) -> tuple[str, str] | None:
+    """(path, origin) of ``name`` by the rule in the module docstring, or ``None``."""
+    variable = _OVERRIDES.get(name)
+    override = os.environ.get(variable) if variable else None
+    if override:
+        found = shutil.which(override)
+        return (found, f"${variable}") if found else None
+    if name in _FROM_ENVIRONMENT:
+        for directory in environment_script_dirs():
+            found = shutil.which(name, path=str(directory))
+            if found:
+                return found, "this Python's environment"
+    found = shutil.which(name)
+    if found:
+        return found, "PATH"
     if name == "nvcc":
-        override = os.environ.get("CUDACXX")
-        if override:
-            return shutil.which(override)
-        return shutil.which("nvcc") or shutil.which("nvcc", path=os.pathsep.join(_CUDA_HOMES))
-    return shutil.which(name)
+        found = shutil.which(name, path=os.pathsep.join(_CUDA_HOMES))
+        if found:
+            return found, "the CUDA home"
+    return None
 
 
 def _version_line(name: str, output: str) -> str:
@@ -54,24 +93,34 @@ def _version_line(name: str, output: str) -> str:
 @functools.cache
 def find_tool(name: str) -> Tool | None:
     """Locate ``name`` and read its version once per process; ``None`` when absent."""
-    path = _locate(name)
-    if path is None:
+    located = _locate(name)
+    if located is None:
         return None
+    path, origin = located
     try:
         out = subprocess.run(
             [path, "--version"], capture_output=True, text=True, timeout=30, check=False
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return Tool(name, Path(path), _version_line(name, out))
+    return Tool(name, Path(path), _version_line(name, out), origin)
 
 
 def require_tool(name: str, why: str) -> Tool:
     """Locate ``name`` or raise ``ToolMissing`` saying what needs it and how to install it."""
     tool = find_tool(name)
-    if tool is None:
-        raise ToolMissing(f"{name} not found on PATH ({why})", hint=_INSTALL_HINTS.get(name))
-    return tool
+    if tool is not None:
+        return tool
+    variable = _OVERRIDES.get(name)
+    if variable and os.environ.get(variable):
+        raise ToolMissing(
+            f"{name}: ${variable}={os.environ[variable]} is not an executable ({why})",
+            hint=f"point {variable} at the {name} to use, or unset it",
+        )
+    where = "on PATH"
+    if name in _FROM_ENVIRONMENT:
+        where = f"in the environment of {sys.executable} or on PATH"
+    raise ToolMissing(f"{name} not found {where} ({why})", hint=_INSTALL_HINTS.get(name))
 
 
 def require_python_package(name: str, why: str) -> Tool:
@@ -84,4 +133,4 @@ def require_python_package(name: str, why: str) -> Tool:
             hint=f"{sys.executable} -m pip install {name}, or build only the targets that do not "
             "need it (opforge build TARGET...)",
         ) from None
-    return Tool(f"python:{name}", Path(sys.executable), version)
+    return Tool(f"python:{name}", Path(sys.executable), version, "this Python")

@@ -1,4 +1,4 @@
-"""Packaging installed files as a wheel (PyPA's ``wheel`` writes the RECORD)."""
+"""Packaging a target's declared outputs as a wheel (PyPA's ``wheel`` writes the RECORD)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import os
 import re
 import sysconfig
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
-from wheel.wheelfile import WheelFile
+from packaging.requirements import InvalidRequirement, Requirement
 
 from opforge.errors import BuildError
 
@@ -18,22 +19,77 @@ def platform_tag() -> str:
     return re.sub(r"[-.]", "_", sysconfig.get_platform())
 
 
-def build_wheel(root: Path, name: str, version: str, requires: list[str], dest: Path) -> Path:
-    """Write ``dest/<name>-<version>-py3-none-<platform>.whl`` holding every file under ``root``.
+def _one_line(value: str) -> bool:
+    """Whether ``value`` can be a METADATA header value: no line break of any kind (the email
+    parser splits on more than ``\n``) and no control character."""
+    return value.splitlines() == [value] and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in value)
+
+
+def requirement_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a ``Requires-Dist`` value (``None`` when it can): it must be one
+    PEP 508 requirement on one line, so nothing can add headers to the wheel's METADATA."""
+    if not _one_line(text):
+        return "contains a line break or control character"
+    try:
+        Requirement(text)
+    except InvalidRequirement as exc:
+        return f"is not a PEP 508 requirement ({str(exc).splitlines()[0]})"
+    return None
+
+
+def _header(field: str, value: str) -> str:
+    if not _one_line(value):
+        raise BuildError(
+            f"wheel METADATA {field}: {value!r} contains a line break or control character"
+        )
+    return f"{field}: {value}"
+
+
+def wheel_files(prefix: Path, root: str, outputs: Iterable[str]) -> list[Path]:
+    """The files a target's wheel carries: its declared outputs (paths relative to ``prefix``)
+    that lie under ``prefix/root``. Other targets installing into the same prefix (both adapters
+    share ``python/opforge/``) never leak into this wheel."""
+    base = prefix / root
+    return [
+        prefix / output
+        for output in sorted(outputs)
+        if (prefix / output).is_relative_to(base) and (prefix / output).is_file()
+    ]
+
+
+def build_wheel(
+    root: Path, files: list[Path], name: str, version: str, requires: list[str], dest: Path
+) -> Path:
+    """Write ``dest/<name>-<version>-py3-none-<platform>.whl`` holding ``files``, each at its
+    path relative to ``root``.
 
     The package has compiled code but no Python C-API dependency (the ops are loaded through
     ``torch.ops.load_library``), hence ``py3-none`` with a platform tag.
     """
-    files = sorted(p for p in root.rglob("*") if p.is_file())
+    try:
+        from wheel.wheelfile import WheelFile
+    except ImportError:
+        raise BuildError(
+            f"wheel {name}: the python package `wheel` is not installed",
+            hint="pip install 'opforge[build]' (or pip install wheel)",
+        ) from None
     if not files:
-        raise BuildError(f"wheel {name}: nothing to package under {root}")
+        raise BuildError(f"wheel {name}: no declared output under {root} to package")
+    for requirement in requires:
+        problem = requirement_problem(requirement)
+        if problem:
+            raise BuildError(f"wheel {name}: requirement {requirement!r} {problem}")
     dist = re.sub(r"[-_.]+", "_", name)
     tag = f"py3-none-{platform_tag()}"
     dest.mkdir(parents=True, exist_ok=True)
     path = dest / f"{dist}-{version}-{tag}.whl"
     info = f"{dist}-{version}.dist-info"
-    metadata = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
-    metadata += [f"Requires-Dist: {r}" for r in requires]
+    metadata = [
+        "Metadata-Version: 2.1",
+        _header("Name", name),
+        _header("Version", version),
+        *(_header("Requires-Dist", r) for r in requires),
+    ]
     wheel_meta = [
         "Wheel-Version: 1.0",
         "Generator: opforge",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jsonschema
 
+from opforge.build.wheel import requirement_problem
 from opforge.errors import RecipeError
 from opforge.pins.model import PinSet
 from opforge.recipes.model import Recipe, recipe_from_dict
@@ -203,10 +204,16 @@ def _path_problems(recipe: Recipe, root: Path) -> list[_Problem]:
                 "source_dir is relative to the project root",
             )
     prefix = "dist/<profile>"
-    for i, pattern in enumerate(recipe.outputs):
+    declared = [(f"outputs[{i}]", p) for i, p in enumerate(recipe.outputs)]
+    declared += [
+        (f"profiles.{name}.outputs[{i}]", p)
+        for name, profile in recipe.profiles.items()
+        for i, p in enumerate(profile.outputs)
+    ]
+    for key, pattern in declared:
         problem = lexical_problem(pattern, prefix)
         if problem:
-            add(f"outputs[{i}]", problem, f"outputs are globs under the install prefix {prefix}")
+            add(key, problem, f"outputs are globs under the install prefix {prefix}")
     if recipe.wheel:
         problem = lexical_problem(recipe.wheel.root, prefix)
         if problem:
@@ -234,7 +241,16 @@ def _reference_problems(recipes: dict[str, Recipe], pins: PinSet) -> list[_Probl
                     )
                 )
         for i, requirement in enumerate(recipe.wheel.requires if recipe.wheel else ()):
-            if is_bare_name(requirement) and requirement not in recipe.python_packages:
+            # It becomes a METADATA header: a line break would add headers of its own.
+            problem = requirement_problem(requirement)
+            if problem:
+                found.append(
+                    _Problem(
+                        f"{recipe.path}: wheel.requires[{i}]: {requirement!r} {problem}",
+                        "give one PEP 508 requirement per entry, e.g. torch or 'numpy<2'",
+                    )
+                )
+            elif is_bare_name(requirement) and requirement not in recipe.python_packages:
                 found.append(
                     _Problem(
                         f"{recipe.path}: wheel.requires[{i}]: {requirement!r} has no version and "

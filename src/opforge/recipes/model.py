@@ -10,11 +10,13 @@ OptionValue = str | bool | int
 
 @dataclass(frozen=True)
 class Profile:
-    """A build flavour of a recipe (``cpu`` or ``gpu``): extra options and required tools."""
+    """A build flavour of a recipe (``cpu`` or ``gpu``): extra options, required tools and the
+    outputs only this profile installs."""
 
     name: str
     options: dict[str, OptionValue] = field(default_factory=dict)
     requires: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,12 +64,17 @@ class Recipe:
     test: TestSpec | None = None
     python_packages: tuple[str, ...] = ()
     wheel: WheelSpec | None = None
+    generators: tuple[str, ...] = ()
 
     def options_for(self, profile: str) -> dict[str, OptionValue]:
         """CMake cache options for ``profile``: the recipe's, overridden by the profile's."""
         base = dict(self.cmake.options) if self.cmake else {}
         base.update(self.profiles[profile].options)
         return base
+
+    def outputs_for(self, profile: str) -> tuple[str, ...]:
+        """Output globs of ``profile``: the recipe's, then the profile's own."""
+        return self.outputs + self.profiles[profile].outputs
 
 
 def recipe_from_dict(path: Path, raw: dict) -> Recipe:
@@ -82,7 +89,12 @@ def recipe_from_dict(path: Path, raw: dict) -> Recipe:
         sources=tuple(raw["sources"]),
         image=raw["image"],
         profiles={
-            name: Profile(name, dict(p.get("options", {})), tuple(p.get("requires", ())))
+            name: Profile(
+                name,
+                dict(p.get("options", {})),
+                tuple(p.get("requires", ())),
+                tuple(p.get("outputs", ())),
+            )
             for name, p in raw["profiles"].items()
         },
         outputs=tuple(raw["outputs"]),
@@ -97,4 +109,5 @@ def recipe_from_dict(path: Path, raw: dict) -> Recipe:
         )
         if "wheel" in raw
         else None,
+        generators=tuple(raw.get("generators", ())),
     )

@@ -45,11 +45,15 @@ RECIPE_SCHEMA: dict = {
                 "properties": {
                     "options": _OPTIONS,
                     "requires": {"type": "array", "items": {"enum": list(TOOLS)}},
+                    "outputs": {"type": "array", "items": {"type": "string"}},
                 },
             },
         },
         "outputs": {"type": "array", "items": {"type": "string"}, "minItems": 1},
         "python_packages": {"type": "array", "items": {"type": "string"}},
+        # Python modules (of the interpreter running opforge) that generate part of the target's
+        # code during its build; their source is part of the target's input fingerprint.
+        "generators": {"type": "array", "items": {"type": "string"}},
         "wheel": {
             "type": "object",
             "additionalProperties": False,
