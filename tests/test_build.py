@@ -579,8 +579,8 @@ def test_adapter_recipes_name_the_op_generator():
     from opforge.recipes.loader import load_recipes
 
     book = load_recipes([REPO / "recipes"], load_pins(REPO / "checksums.yaml"), REPO)
-    for name in ("torch-adapter", "mindspore-adapter"):
-        assert "opforge.ops_manifest" in book.get(name).generators, name
+    for name in ("kernels", "torch-adapter", "mindspore-adapter"):
+        assert "opforge.kernels" in book.get(name).generators, name
     assert "python/opforge/mindspore/_aot_cuda.so" in book.get("mindspore-adapter").outputs_for(
         "gpu"
     )

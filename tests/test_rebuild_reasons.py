@@ -9,7 +9,7 @@ BASE = {
     "profile": "cpu",
     "options": {"CMAKE_BUILD_TYPE": "Release"},
     "sources": {"a.cpp": "1", "b.cpp": "2"},
-    "generators": {"opforge.ops_manifest": "g1"},
+    "generators": {"opforge.kernels": "g1"},
     "pins": {"dlpack-source": "p1"},
     "toolchain": {"opforge": "0.1.0", "cmake": "cmake version 3.25.1", "c++": "g++ 12"},
     "image": "host",
@@ -29,8 +29,8 @@ def test_each_kind_of_input_is_named():
         "source c.cpp added": changed(sources={**BASE["sources"], "c.cpp": "3"}),
         "source b.cpp removed": changed(sources={"a.cpp": "1"}),
         "pin dlpack-source changed": changed(pins={"dlpack-source": "p2"}),
-        "generator opforge.ops_manifest changed": changed(
-            generators={"opforge.ops_manifest": "g2"}
+        "generator opforge.kernels changed": changed(
+            generators={"opforge.kernels": "g2"}
         ),
         "tool cmake changed (cmake version 3.25.1 -> cmake version 4.4.4)": changed(
             toolchain={**BASE["toolchain"], "cmake": "cmake version 4.4.4"}

@@ -56,7 +56,7 @@ def generator_sources(recipe: Recipe) -> dict[str, str]:
     """sha256 of the source of each generator module the recipe names (every ``.py`` file of a
     package), as the interpreter running opforge, which the build runs them with, finds them.
 
-    Keys are module-relative (``opforge.ops_manifest``, ``opforge.kernels:gen/torch.py``), so
+    Keys are module-relative (``opforge.kernels``, ``opforge.kernels:gen/torch.py``), so
     the same code installed elsewhere fingerprints the same.
     """
     digests: dict[str, str] = {}
@@ -69,7 +69,7 @@ def generator_sources(recipe: Recipe) -> dict[str, str]:
             raise RecipeError(
                 f"{recipe.path}: generators[{i}]: no Python module {name!r} in {sys.executable}",
                 hint="name a module of the platform that generates the target's code, "
-                "e.g. opforge.ops_manifest",
+                "e.g. opforge.kernels",
             )
         if spec.submodule_search_locations:
             for location in spec.submodule_search_locations:
