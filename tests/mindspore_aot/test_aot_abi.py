@@ -41,7 +41,7 @@ def run(lib: AotLibrary, case: Case, buffers) -> list[Check]:
         params.append(buffers.put(to_storage(values, dtype), dtype))
     for name, kind, dim_of in layout["scalars"]:
         value = p.scalars[name]
-        if dim_of is not None:
+        if dim_of is not None and value is not None:
             value = value % max(np.ndim(p.tensors[dim_of]), 1)
         attrs.append((kind, value))
     outputs, read = [], {}
