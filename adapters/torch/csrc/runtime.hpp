@@ -8,8 +8,8 @@
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 
+#include <algorithm>
 #include <array>
-#include <deque>
 #include <initializer_list>
 #include <optional>
 #include <stdexcept>
@@ -31,7 +31,7 @@ class Call {
 
   // A view of `t` for the kernel library; it reads sizes and strides from the tensor itself.
   DLTensor* in(const Tensor& t, const char* name) {
-    DLTensor& d = descriptors_.emplace_back();
+    DLTensor& d = next_descriptor();
     d.data = t.data_ptr();
     d.device = device_of(t, name);
     d.dtype = dl_dtype(t.scalar_type());
@@ -49,27 +49,29 @@ class Call {
 
   // An output for opforge_<op>_infer to describe, then for the op to fill.
   DLTensor* out() {
-    DLTensor& d = descriptors_.emplace_back();
-    d.shape = shapes_.emplace_back().data();
+    DLTensor& d = next_descriptor();
+    d.shape = shapes_[outputs_++].data();
     return &d;
   }
 
-  // The tensor `described` (by opforge_<op>_infer) asks for, on `like`'s device.
+  // The tensor `described` (by opforge_<op>_infer) asks for, contiguous, on `like`'s device.
   Tensor allocate(DLTensor* described, const Tensor& like) {
-    const torch::headeronly::IntHeaderOnlyArrayRef shape(described->shape, described->ndim);
-    Tensor t = torch::stable::new_empty(like, shape, scalar_type(described->dtype));
-    described->data = t.data_ptr();
-    described->strides = nullptr;
-    return t;
+    int64_t strides[OPFORGE_MAX_NDIM];
+    int64_t running = 1;
+    for (int i = described->ndim - 1; i >= 0; --i) {
+      strides[i] = running;
+      running *= described->shape[i];
+    }
+    return make(described, like, strides);
   }
 
-  // An output with the shape and dtype of `like` and, as torch's empty_like, its memory layout:
-  // an op on a transposed view returns a transposed result without copying either.
+  // An output with the shape and dtype of `like` and, as torch's empty_like, its memory layout
+  // when `like` is dense (a transposed or permuted view): the op then reads and writes both in
+  // place. Anything else (a slice with gaps) gets a contiguous output.
   Tensor allocate_like(DLTensor* described, const Tensor& like) {
-    Tensor t = torch::stable::empty_like(like);
-    described->data = t.data_ptr();
-    described->strides = const_cast<int64_t*>(t.strides().data());
-    return t;
+    const int64_t* like_strides = like.strides().data();
+    if (!dense(described->ndim, described->shape, like_strides)) return allocate(described, like);
+    return make(described, like, like_strides);
   }
 
   int choice(const std::string& value, std::initializer_list<const char*> values,
@@ -109,6 +111,15 @@ class Call {
   }
 
  private:
+  static constexpr int kMaxTensors = 16;  // more than any op in the table has
+
+  DLTensor& next_descriptor() {
+    if (tensors_ == kMaxTensors) throw std::logic_error(prefix() + "more tensors than Call holds");
+    DLTensor& d = descriptors_[tensors_++];
+    d = DLTensor{};
+    return d;
+  }
+
   std::string prefix() const { return std::string("opforge::") + op_ + ": "; }
 
   DLDevice device_of(const Tensor& t, const char* name) const {
@@ -124,6 +135,46 @@ class Call {
     }
     throw std::runtime_error(prefix() + name +
                              " is on a device opforge does not support (CPU and CUDA only)");
+  }
+
+  // Allocated directly (no dispatcher round trip: this runs on every call).
+  Tensor make(DLTensor* described, const Tensor& like, const int64_t* strides) {
+    AtenTensorHandle handle = nullptr;
+    const int32_t device_type =
+        described->device.device_type == kDLCUDA ? aoti_torch_device_type_cuda() : aoti_torch_device_type_cpu();
+    if (aoti_torch_empty_strided(described->ndim, described->shape, strides, aoti_dtype(described->dtype),
+                                 device_type, like.get_device_index(), &handle) != AOTI_TORCH_SUCCESS) {
+      throw std::runtime_error(prefix() + "cannot allocate an output");
+    }
+    Tensor t(handle);
+    described->data = t.data_ptr();
+    described->strides = const_cast<int64_t*>(t.strides().data());
+    return t;
+  }
+
+  // Whether strides lay `shape` out without gaps or overlaps (some permutation of contiguous).
+  static bool dense(int ndim, const int64_t* shape, const int64_t* strides) {
+    std::array<std::pair<int64_t, int64_t>, OPFORGE_MAX_NDIM> dims{};
+    int n = 0;
+    for (int i = 0; i < ndim; ++i) {
+      if (shape[i] == 0) return false;  // empty: any layout will do, take contiguous
+      if (shape[i] != 1) dims[n++] = {strides[i], shape[i]};
+    }
+    std::sort(dims.begin(), dims.begin() + n);
+    int64_t expected = 1;
+    for (int i = 0; i < n; ++i) {
+      if (dims[i].first != expected) return false;
+      expected *= dims[i].second;
+    }
+    return true;
+  }
+
+  static int32_t aoti_dtype(DLDataType t) {
+    if (t.code == kDLFloat && t.bits == 32) return aoti_torch_dtype_float32();
+    if (t.code == kDLFloat && t.bits == 16) return aoti_torch_dtype_float16();
+    if (t.code == kDLBfloat && t.bits == 16) return aoti_torch_dtype_bfloat16();
+    if (t.code == kDLInt && t.bits == 64) return aoti_torch_dtype_int64();
+    throw std::runtime_error("opforge: the kernel library asked for an output dtype torch lacks");
   }
 
   static DLDataType dl_dtype(ScalarType t) {
@@ -142,18 +193,13 @@ class Call {
     }
   }
 
-  static ScalarType scalar_type(DLDataType t) {
-    if (t.code == kDLFloat && t.bits == 32) return ScalarType::Float;
-    if (t.code == kDLFloat && t.bits == 16) return ScalarType::Half;
-    if (t.code == kDLBfloat && t.bits == 16) return ScalarType::BFloat16;
-    if (t.code == kDLInt && t.bits == 64) return ScalarType::Long;
-    throw std::runtime_error("opforge: the kernel library asked for an output dtype torch lacks");
-  }
-
   const char* op_;
   int32_t cuda_device_ = -1;
-  std::deque<DLTensor> descriptors_;
-  std::deque<std::array<int64_t, OPFORGE_MAX_NDIM>> shapes_;
+  // Fixed storage, not initialised (no allocation or clearing on every call).
+  std::array<DLTensor, kMaxTensors> descriptors_;
+  std::array<std::array<int64_t, OPFORGE_MAX_NDIM>, kMaxTensors> shapes_;
+  int tensors_ = 0;
+  int outputs_ = 0;
 };
 
 }  // namespace opforge_torch

@@ -126,7 +126,7 @@ def cpp_source(table: OpTable) -> str:
 def _fake_output(op: Op, rule: str, spec) -> str:
     first = next(a.name for a in op.tensors if not a.optional)
     if rule == "like":
-        return f"torch.empty_like({spec})"
+        return f"like_output({spec})"
     if rule == "broadcast":
         a, b = spec
         return f"{a}.new_empty(_shapes.broadcast({a}.shape, {b}.shape))"
@@ -179,7 +179,7 @@ def _function_class(table: OpTable, op: Op) -> list[str]:
         "",
         "    @staticmethod",
         f"    def forward({', '.join(names)}):",
-        f"        return call_below_autograd(_OPS.{op.name}.default, {', '.join(names)})",
+        f"        return _OPS.{op.name}.default({', '.join(names)})",
         "",
         "    @staticmethod",
         "    def setup_context(ctx, inputs, output):",
@@ -321,19 +321,23 @@ def _helper(op: Op, fn: Function) -> list[str]:
 def _dispatch(op: Op) -> list[str]:
     names = [a.name for a in op.args]
     tensors = [a.name for a in op.tensors]
-    lines = [f"def _{op.name}({', '.join(names)}):"]
-    call = f"call_below_autograd(_OPS.{op.name}.default, {', '.join(names)})"
+    call = f"_OPS.{op.name}.default"
+    lines = [
+        f"_{op.name}_direct = direct_kernel({call})",
+        "",
+        "",
+        f"def _{op.name}({', '.join(names)}):",
+        f"    keys = kernel_keys({', '.join(tensors)})",
+        "    if keys is not None:",
+        f"        return _{op.name}_direct(keys, {', '.join(names)})",
+    ]
     if op.backward is not None:
         lines += [
             f"    if helper_needs_autograd({', '.join(tensors)}):",
             f"        return _{op.class_name}.apply({', '.join(names)})",
-            f"    return {call}",
         ]
-    elif _integer_only(op):
-        lines.append(f"    return {call}")
-    else:
-        lines.append(f"    return _OPS.{op.name}.default({', '.join(names)})")
-    return [*lines, "", ""]
+    lines.append(f"    return {call}({', '.join(names)})")
+    return lines + ["", ""]
 
 
 def python_source(table: OpTable) -> str:
@@ -348,8 +352,10 @@ def python_source(table: OpTable) -> str:
         "from opforge.torch import _shapes",
         "from opforge.torch._runtime import (",
         "    autograd_kernel,",
-        "    call_below_autograd,",
+        "    direct_kernel,",
         "    helper_needs_autograd,",
+        "    kernel_keys,",
+        "    like_output,",
         "    linear_tangent,",
         "    promote,",
         "    refuse_forward_mode,",

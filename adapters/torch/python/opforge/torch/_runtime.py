@@ -1,8 +1,8 @@
 """What the generated autograd and helpers (``_ops.py``) share; nothing here knows an op.
 
 The ops' kernels are registered in C++ (``_C.so``, LibTorch's stable ABI); their autograd is Python
-(the stable ABI has no C++ autograd). A helper that needs no gradient calls the kernel below the
-autograd layer, so it pays nothing for it; one that does goes through an ``autograd.Function``
+(the stable ABI has no C++ autograd). A helper that needs no gradient calls the kernel directly
+(``kernel_keys``), so it pays nothing for autograd; one that does goes through an ``autograd.Function``
 with ``setup_context``, so ``torch.func`` transforms work, and forward mode where the op table
 gives a ``jvp``. Every transform opforge does not support raises an error naming the op.
 """
@@ -15,7 +15,6 @@ import torch
 from torch.autograd import forward_ad
 
 _grad_enabled = torch.is_grad_enabled
-_below = torch._C._AutoDispatchBelowAutograd
 _after_autograd = torch._C._after_autograd_keyset
 _compiling = torch.compiler.is_compiling
 
@@ -34,20 +33,50 @@ def needs_autograd(*tensors: torch.Tensor | None) -> bool:
 
 
 def helper_needs_autograd(*tensors: torch.Tensor | None) -> bool:
-    """A helper's choice: through the op's ``autograd.Function``, or straight to its kernel.
+    """A helper's choice: through the op's ``autograd.Function``, or through the dispatcher.
 
-    Under torch.compile neither: the helper calls the op as it is and the compiler runs its
+    Under torch.compile never: the helper calls the op as it is and the compiler runs its
     Autograd-key kernel itself (Dynamo cannot trace an ``autograd.Function`` with a ``jvp``).
     """
     return not _compiling() and needs_autograd(*tensors)
 
 
-def call_below_autograd(op: torch._ops.OpOverload, *args):
-    """Call ``op``'s CPU/CUDA kernel directly (under torch.compile, through the dispatcher)."""
-    if _compiling():
-        return op(*args)
-    with _below():
-        return op(*args)
+_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+_CUDA = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_functorch_active = torch._C._are_functorch_transforms_active
+_function_modes = torch._C._len_torch_function_stack
+_Tensor = torch.Tensor
+
+
+def kernel_keys(*tensors: torch.Tensor | None) -> torch._C.DispatchKeySet | None:
+    """The dispatch keys that reach an op's CPU or CUDA kernel directly, when nothing between has
+    work to do; else None (the helper then goes through the dispatcher).
+
+    Taken when no gradient or tangent can be recorded, no dispatch or torch-function mode (fake
+    tensors, tracing, profiling) and no ``torch.func`` transform is active, torch.compile is not
+    tracing, and every tensor is a plain ``torch.Tensor`` on the CPU or a CUDA device: the keys
+    skipped would only pass the call on, at a cost of microseconds (the Autograd key's kernel is
+    Python). Checked in the order that costs least on the common path: this runs on every call.
+    """
+    if _dispatch_modes() or _function_modes() or _functorch_active() or _compiling():
+        return None
+    if forward_ad._current_level >= 0:
+        return None
+    grad = _grad_enabled()
+    for t in tensors:
+        if t is not None and (type(t) is not _Tensor or (grad and t.requires_grad)):
+            return None
+    first = tensors[0]
+    if first.is_cuda:
+        return _CUDA
+    return _CPU if first.is_cpu else None
+
+
+def direct_kernel(op: torch._ops.OpOverload):
+    """``op.redispatch`` without its Python frame (``_handle`` is torch's own operator handle,
+    the same object in every torch the wheel supports)."""
+    return op._handle.redispatch_boxed
 
 
 def autograd_kernel(
@@ -197,3 +226,22 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor]:
         else torch.scalar_tensor(v, dtype=dtype, device=device)
         for v in (a, b)
     )
+
+
+def like_output(x: torch.Tensor) -> torch.Tensor:
+    """An output shaped like ``x``, laid out as the kernels allocate it (fake kernels).
+
+    The same rule as ``Call::allocate_like`` in csrc/runtime.hpp: ``x``'s strides when they lay it
+    out densely (a transposed or permuted view), else contiguous.
+    """
+    dims = sorted((s, n) for s, n in zip(x.stride(), x.shape, strict=True) if n != 1)
+    expected = 1
+    dense = all(n != 0 for n in x.shape)
+    for stride, size in dims:
+        if stride != expected:
+            dense = False
+            break
+        expected *= size
+    if dense:
+        return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
