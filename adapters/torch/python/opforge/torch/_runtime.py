@@ -57,9 +57,9 @@ def kernel_keys(*tensors: torch.Tensor | None) -> torch._C.DispatchKeySet | None
     tensors, tracing, profiling) and no ``torch.func`` transform is active, torch.compile is not
     tracing, and every tensor is a plain ``torch.Tensor`` on the CPU or a CUDA device: the keys
     skipped would only pass the call on, at a cost of microseconds (the Autograd key's kernel is
-    Python). Checked in the order that costs least on the common path: this runs on every call.
+    Python). torch.compile first: Dynamo folds it to True and must not trace the other checks.
     """
-    if _dispatch_modes() or _function_modes() or _functorch_active() or _compiling():
+    if _compiling() or _dispatch_modes() or _function_modes() or _functorch_active():
         return None
     if forward_ad._current_level >= 0:
         return None
