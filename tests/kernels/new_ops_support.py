@@ -2,8 +2,9 @@
 rms_norm (and broadcasting add) through the C ABI, on the CPU and on a CUDA device.
 
 A ``View`` is a tensor described over a buffer of its own (torch storage, CPU or CUDA) with any
-strides: row-major, transposed, sliced (gaps between elements), reversed (negative strides) or
-repeated (zero strides, inputs only). Its logical values are gathered in float64 with numpy, so
+strides: row-major, row-major one element into its buffer (contiguous but not 16-byte aligned),
+transposed, sliced (gaps between elements), reversed (negative strides) or repeated (zero
+strides, inputs only). Its logical values are gathered in float64 with numpy, so
 the references never depend on the layout, and an output's gaps can be checked untouched.
 """
 
@@ -24,7 +25,7 @@ UNIT = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 # Written into every output buffer first: positions a view does not cover must keep it.
 SENTINEL = 7.25
 
-LAYOUTS = ("contiguous", "transposed", "sliced", "reversed")
+LAYOUTS = ("contiguous", "shifted", "transposed", "sliced", "reversed")
 INPUT_LAYOUTS = (*LAYOUTS, "repeated")
 
 
@@ -85,7 +86,7 @@ def _layout(shape: tuple[int, ...], layout: str) -> tuple[tuple[int, ...], int, 
         running *= max(shape[d], 1)
         if layout == "sliced":
             running += 1  # a hole after every run of the dim
-    offset = 3 if layout == "sliced" else 0
+    offset = {"sliced": 3, "shifted": 1}.get(layout, 0)
     if layout == "reversed" and nd > 0:
         strides[-1] = -strides[-1]
         offset = (max(shape[-1], 1) - 1) * -strides[-1]
