@@ -58,8 +58,9 @@ class View:
         return index
 
     def values(self) -> np.ndarray:
-        """The logical values in float64."""
-        return self.buffer.double().cpu().numpy()[self.positions()]
+        """The logical values in float64 (gathered first: the buffer may be huge)."""
+        positions = torch.from_numpy(self.positions().reshape(-1)).to(self.buffer.device)
+        return self.buffer[positions].double().cpu().numpy().reshape(self.shape)
 
     def gaps_untouched(self) -> bool:
         """Whether every buffer position outside the view still holds the sentinel."""
