@@ -34,7 +34,7 @@ from tests.kernels.new_ops_support import (
 
 pytestmark = pytest.mark.slow
 
-INVALID = 1
+INVALID, INVALID_DTYPE = 1, 5
 # One unit in the last place (relative), and an absolute floor for values near zero (float16's
 # smallest subnormal; float64 summation-order differences for the others).
 ULP = {"float32": (2.0**-23, 1e-12), "float16": (2.0**-10, 2.0**-24), "bfloat16": (2.0**-7, 1e-12)}
@@ -90,10 +90,10 @@ def test_mul_is_torch_bit_for_bit(cpu_library, dtype):
     assert np.array_equal(ours, torch.mul(a, b).double().numpy())
 
 
-def _raises(message: str, fn, **kwargs) -> None:
+def _raises(status: int, message: str, fn, **kwargs) -> None:
     with pytest.raises(KernelError) as info:
         fn(**kwargs)
-    assert info.value.status == INVALID
+    assert info.value.status == status
     assert info.value.message == message
 
 
@@ -102,6 +102,7 @@ def test_binary_refuses_shapes_that_do_not_broadcast(cpu_library):
     b = make_input(np.zeros((4, 3)), "float32")
     out = make_output((3, 4), "float32", "contiguous")
     _raises(
+        INVALID,
         "opforge_mul: shapes do not broadcast: a is [3, 4] but b is [4, 3]",
         lambda **kw: cpu_library.call("mul", **kw),
         a=a.desc(),
@@ -114,6 +115,7 @@ def test_binary_refuses_mixed_dtypes_and_a_wrong_output(cpu_library):
     a = make_input(np.zeros((3, 4)), "float32")
     half = make_input(np.zeros((4,)), "float16")
     _raises(
+        INVALID_DTYPE,
         "opforge_add: dtype mismatch: a is float32 but b is float16",
         lambda **kw: cpu_library.call("add", **kw),
         a=a.desc(),
@@ -123,6 +125,7 @@ def test_binary_refuses_mixed_dtypes_and_a_wrong_output(cpu_library):
     )
     b = make_input(np.zeros((4,)), "float32")
     _raises(
+        INVALID,
         "opforge_add: out must have shape [3, 4], got [4]",
         lambda **kw: cpu_library.call("add", **kw),
         a=a.desc(),

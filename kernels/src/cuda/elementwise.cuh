@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kEwThreads)
           const float x1 = kLoad1 ? to_f(b[u].v[k]) : scalar;
           r.v[k] = from_f<T>(apply(f, x0, x1));
         }
-        reinterpret_cast<P*>(out)[i] = r;
+        store_global(out + i * N, r);
       }
     }
   }
@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(kEwThreads)
           const float x = to_f(v[u].v[k]);
           o.v[k] = from_f<T>(kPeriodic == 0 ? apply(f, pv[k], x) : apply(f, x, pv[k]));
         }
-        reinterpret_cast<P*>(out)[r * cpacks + c] = o;
+        store_global(out + (r * cpacks + c) * N, o);
       }
     }
   }

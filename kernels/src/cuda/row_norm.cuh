@@ -1,6 +1,6 @@
 // layer_norm (kCentered) and rms_norm on CUDA, forward and backward, float32 arithmetic. x is
-// seen as `rows` contiguous rows of n elements; Staging makes any layout contiguous first and
-// copies strided outputs back.
+// seen as `rows` contiguous rows of n elements: tensors of other layouts go through contiguous
+// copies (layout.hpp's dense_like and copy_back).
 //
 // Forward: one row per block of 32 to 1024 threads, held in registers (fwd_packs packs per
 // thread): x read once, y written once; mean and variance in two passes over the registers.
@@ -20,10 +20,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "cuda/kit.cuh"
-#include "cuda/staging.cuh"
+#include "cuda/layout.hpp"
 
 namespace opforge::cuda::kit {
 
@@ -77,9 +78,9 @@ __device__ __forceinline__ void load_param(const W* p, int64_t c, float fallback
   }
 }
 
-template <class T, class W, int V, bool kCentered>
+template <class T, class W, class B, int V, bool kCentered>
 __global__ void __launch_bounds__(kMaxThreads)
-    forward_rows(const T* __restrict__ x, const W* __restrict__ weight, const W* __restrict__ bias,
+    forward_rows(const T* __restrict__ x, const W* __restrict__ weight, const B* __restrict__ bias,
                  T* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd,
                  int64_t rows, int n, float eps) {
   constexpr int P = fwd_packs<V>();
@@ -117,7 +118,7 @@ __global__ void __launch_bounds__(kMaxThreads)
         const int64_t c = static_cast<int64_t>(q) * V;
         float w[V], b[V], o[V];
         load_param<W, V>(weight, c, 1.0f, w);
-        load_param<W, V>(kCentered ? bias : nullptr, c, 0.0f, b);
+        load_param<B, V>(kCentered ? bias : nullptr, c, 0.0f, b);
 #pragma unroll
         for (int k = 0; k < V; ++k) o[k] = (v[p][k] - mu) * rs * w[k] + b[k];
         store_floats<T, V>(yr + c, o);
@@ -130,9 +131,9 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
-template <class T, class W, bool kCentered>
+template <class T, class W, class B, bool kCentered>
 __global__ void __launch_bounds__(kLongThreads)
-    forward_long(const T* __restrict__ x, const W* __restrict__ weight, const W* __restrict__ bias,
+    forward_long(const T* __restrict__ x, const W* __restrict__ weight, const B* __restrict__ bias,
                  T* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd,
                  int64_t rows, int64_t n, float eps) {
   __shared__ float2 scratch[32];
@@ -343,10 +344,10 @@ static __global__ void __launch_bounds__(1024)
   }
 }
 
-// Calls f(W{}) with W the parameters' device type: float, or T.
+// Calls f(W{}) with W a parameter's device type: float, or T.
 template <class T, class F>
-opforge_status with_param_type(bool float_params, F&& f) {
-  if (float_params) return f(float{});
+opforge_status with_param_type(bool float_param, F&& f) {
+  if (float_param) return f(float{});
   return f(T{});
 }
 
@@ -356,12 +357,6 @@ inline int row_threads(int64_t packs, int per_thread) {
   int threads = 32;
   while (threads < kMaxThreads && static_cast<int64_t>(threads) * per_thread < packs) threads *= 2;
   return static_cast<int64_t>(threads) * per_thread >= packs ? threads : 0;
-}
-
-inline int sm_count(int device) {
-  int sms = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) sms = 1;
-  return sms > 0 ? sms : 1;
 }
 
 // Rows and elements per row of x normalised over its last k dims.
@@ -377,24 +372,66 @@ inline RowsOf rows_of(const Tensor& x, size_t k) {
   return r;
 }
 
-template <class T, class W, bool kCentered>
-void launch_forward(const T* x, const W* weight, const W* bias, T* y, float* mean, float* rstd,
+// Contiguous versions of a call's tensors: each is the tensor itself when contiguous, else a
+// copy (inputs) or a temporary copied back by `finish` (outputs).
+class Dense {
+ public:
+  Dense(const char* op, cudaStream_t stream) : op_(op), stream_(stream), scratch_(stream) {}
+
+  // The data of `t` as contiguous memory (nullptr for an absent tensor).
+  template <class T>
+  const T* input(const Tensor* t) {
+    return static_cast<const T*>(view(t, true));
+  }
+  template <class T>
+  T* output(Tensor* t) {
+    return static_cast<T*>(view(t, false));
+  }
+  Scratch& scratch() { return scratch_; }
+  opforge_status status() const { return status_; }
+
+  // Copies the output temporaries into their tensors; the first failure of the call.
+  opforge_status finish() {
+    for (const auto& [t, dense] : outputs_) {
+      if (status_ == OPFORGE_OK) status_ = copy_back(op_, dense, *t, stream_);
+    }
+    return status_;
+  }
+
+ private:
+  void* view(const Tensor* t, bool fill) {
+    if (t == nullptr || status_ != OPFORGE_OK) return nullptr;
+    Tensor dense;
+    status_ = dense_like(op_, *t, fill, scratch_, stream_, dense);
+    if (!fill && dense.data != t->data) outputs_.emplace_back(t, dense);
+    return dense.data;
+  }
+
+  const char* op_;
+  cudaStream_t stream_;
+  Scratch scratch_;
+  opforge_status status_ = OPFORGE_OK;
+  std::vector<std::pair<const Tensor*, Tensor>> outputs_;
+};
+
+template <class T, class W, class B, bool kCentered>
+void launch_forward(const T* x, const W* weight, const B* bias, T* y, float* mean, float* rstd,
                     int64_t rows, int64_t n, float eps, cudaStream_t s) {
   constexpr int V = kVec<T>;
   const unsigned grid = grid_for(rows, 1);
   if (n % V == 0 && aligned16(x) && aligned16(y) && aligned16(weight) && aligned16(bias)) {
     if (const int threads = row_threads(n / V, fwd_packs<V>())) {
-      forward_rows<T, W, V, kCentered><<<grid, threads, 0, s>>>(x, weight, bias, y, mean, rstd,
-                                                               rows, static_cast<int>(n), eps);
+      forward_rows<T, W, B, V, kCentered><<<grid, threads, 0, s>>>(x, weight, bias, y, mean, rstd,
+                                                                  rows, static_cast<int>(n), eps);
       return;
     }
   } else if (const int threads = row_threads(n, fwd_packs<1>())) {
-    forward_rows<T, W, 1, kCentered><<<grid, threads, 0, s>>>(x, weight, bias, y, mean, rstd,
-                                                             rows, static_cast<int>(n), eps);
+    forward_rows<T, W, B, 1, kCentered><<<grid, threads, 0, s>>>(x, weight, bias, y, mean, rstd,
+                                                                rows, static_cast<int>(n), eps);
     return;
   }
-  forward_long<T, W, kCentered><<<grid, kLongThreads, 0, s>>>(x, weight, bias, y, mean, rstd,
-                                                             rows, n, eps);
+  forward_long<T, W, B, kCentered><<<grid, kLongThreads, 0, s>>>(x, weight, bias, y, mean, rstd,
+                                                                rows, n, eps);
 }
 
 // y, mean (centered only) and rstd of x normalised over its last k dims.
@@ -407,46 +444,48 @@ opforge_status norm_forward(const char* op, const Tensor& x, size_t k, const Ten
   DeviceGuard guard(x.device.device_id);
   if (guard.status() != cudaSuccess) return cuda_failure(op, "cudaSetDevice", guard.status());
   auto s = static_cast<cudaStream_t>(stream);
-  Staging staging(op, s);
-  auto* pm = static_cast<float*>(staging.output(mean));
-  auto* pr = static_cast<float*>(staging.output(&rstd));
+  Dense dense(op, s);
+  float* pm = dense.output<float>(mean);
+  float* pr = dense.output<float>(&rstd);
   if (r.n == 0) {
-    if (staging.ok()) {
-      empty_row_stats<<<grid_for(r.rows, 256, 4096), 256, 0, s>>>(pm, pr, r.rows);
-      if (const opforge_status launched = check_launch(op)) return launched;
-    }
-    return staging.finish();
+    if (dense.status() != OPFORGE_OK) return dense.status();
+    empty_row_stats<<<grid_for(r.rows, 256, 4096), 256, 0, s>>>(pm, pr, r.rows);
+    if (const opforge_status launched = check_launch(op)) return launched;
+    return dense.finish();
   }
-  // Weight and bias of two different dtypes are both read as float32. Parameters are copied
-  // when not 16-byte aligned, so that the rows can be read in 16-byte packs.
-  const bool mixed = weight != nullptr && bias != nullptr && weight->dtype != bias->dtype;
-  const Tensor* param = weight != nullptr ? weight : bias;
-  const bool float_params = mixed || (param != nullptr && param->dtype == DType::kFloat32);
-  const DType as = mixed ? DType::kFloat32 : DType::kOther;
-  const void* px = staging.input(&x);
-  const void* pw = staging.input(weight, true, as);
-  const void* pb = staging.input(bias, true, as);
-  void* py = staging.output(&y);
-  if (!staging.ok()) return staging.finish();
+  // Weight and bias are each float32 or x's dtype; without a bias, its type follows the weight's.
+  const bool w_float = weight != nullptr && weight->dtype == DType::kFloat32;
+  const bool b_float = bias != nullptr ? bias->dtype == DType::kFloat32 : w_float;
   const opforge_status launched = by_dtype(x.dtype, [&](auto tag) {
     using T = decltype(tag);
-    return with_param_type<T>(float_params, [&](auto ptag) {
-      using W = decltype(ptag);
-      launch_forward<T, W, kCentered>(static_cast<const T*>(px), static_cast<const W*>(pw),
-                                      static_cast<const W*>(pb), static_cast<T*>(py), pm, pr,
-                                      r.rows, r.n, static_cast<float>(eps), s);
-      return check_launch(op);
+    const T* px = dense.input<T>(&x);
+    T* py = dense.output<T>(&y);
+    return with_param_type<T>(w_float, [&](auto wtag) {
+      using W = decltype(wtag);
+      const W* pw = dense.input<W>(weight);
+      auto run = [&](auto btag) {
+        using B = decltype(btag);
+        const B* pb = dense.input<B>(bias);
+        if (dense.status() != OPFORGE_OK) return dense.status();
+        launch_forward<T, W, B, kCentered>(px, pw, pb, py, pm, pr, r.rows, r.n,
+                                           static_cast<float>(eps), s);
+        return check_launch(op);
+      };
+      if constexpr (kCentered) {
+        return with_param_type<T>(b_float, run);
+      } else {
+        return run(W{});
+      }
     });
   });
-  const opforge_status finished = staging.finish();
-  return launched != OPFORGE_OK ? launched : finished;
+  return launched != OPFORGE_OK ? launched : dense.finish();
 }
 
 // Launches the backward kernels: dx, then the kParts rows of column sums (dweight[, dbias]).
 template <class T, class W, bool kCentered>
 opforge_status launch_backward(const char* op, const T* dy, const T* x, const float* mean,
                                const float* rstd, const W* weight, T* dx, float* dweight,
-                               float* dbias, int64_t rows, int64_t n, Staging& staging,
+                               float* dbias, int64_t rows, int64_t n, Scratch& scratch,
                                int device, cudaStream_t s) {
   constexpr int V = kVec<T>;
   constexpr int kParts = kCentered ? 2 : 1;
@@ -454,34 +493,35 @@ opforge_status launch_backward(const char* op, const T* dy, const T* x, const fl
       n % V == 0 && aligned16(dy) && aligned16(x) && aligned16(dx) && aligned16(weight);
   const int threads = vector ? row_threads(n / V, bwd_packs<V>()) : row_threads(n, bwd_packs<1>());
   const int elems = vector ? kBwdElems : bwd_packs<1>();  // per thread
-  const int64_t sms = sm_count(device);
+  DeviceInfo dev;
+  cudaError_t err = device_info(device, &dev);
+  if (err != cudaSuccess) return cuda_failure(op, "cudaDeviceGetAttribute", err);
   int64_t blocks = 0;
   float* part = nullptr;
   if (rows > 0 && threads > 0) {
     const int groups = std::min(kMaxGroups, kMaxThreads / threads);
     const size_t smem = sizeof(float) * groups * threads * (kParts * elems + 1);
     auto kernel = vector ? backward_rows<T, W, V, kCentered> : backward_rows<T, W, 1, kCentered>;
-    cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     int per_sm = 0;
     if (err == cudaSuccess) {
       err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, groups * threads, smem);
     }
     if (err != cudaSuccess) return cuda_failure(op, "backward kernel set-up", err);
-    blocks = std::min<int64_t>((rows + groups - 1) / groups, sms * std::max(per_sm, 1));
-    part = static_cast<float*>(staging.scratch(sizeof(float) * kParts * blocks * n));
-    if (!staging.ok()) return staging.status();
+    blocks = std::min<int64_t>(ceil_div(rows, groups), int64_t{dev.sms} * std::max(per_sm, 1));
+    err = scratch.alloc(kParts * blocks * n, &part);
+    if (err != cudaSuccess) return cuda_failure(op, "cudaMallocAsync (partial sums)", err);
     kernel<<<static_cast<unsigned>(blocks), groups * threads, smem, s>>>(
         dy, x, mean, rstd, weight, dx, part, rows, static_cast<int>(n), threads);
   } else if (rows > 0) {
     int per_sm = 0;
-    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, backward_long<T, W, kCentered>, kLongThreads, 0);
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, backward_long<T, W, kCentered>,
+                                                        kLongThreads, 0);
     if (err != cudaSuccess) return cuda_failure(op, "backward kernel set-up", err);
-    blocks = std::min<int64_t>({rows, sms * std::max(per_sm, 1),
+    blocks = std::min<int64_t>({rows, int64_t{dev.sms} * std::max(per_sm, 1),
                                 std::max<int64_t>(1, kWorkspaceFloats / n)});
-    part = static_cast<float*>(staging.scratch(sizeof(float) * kParts * blocks * n));
-    if (!staging.ok()) return staging.status();
+    err = scratch.alloc(kParts * blocks * n, &part);
+    if (err != cudaSuccess) return cuda_failure(op, "cudaMallocAsync (partial sums)", err);
     backward_long<T, W, kCentered><<<static_cast<unsigned>(blocks), kLongThreads, 0, s>>>(
         dy, x, mean, rstd, weight, dx, part, rows, n);
   }
@@ -501,29 +541,26 @@ opforge_status norm_backward(const char* op, const Tensor& dy, const Tensor& x, 
   DeviceGuard guard(x.device.device_id);
   if (guard.status() != cudaSuccess) return cuda_failure(op, "cudaSetDevice", guard.status());
   auto s = static_cast<cudaStream_t>(stream);
-  Staging staging(op, s);
-  const void* pg = staging.input(&dy);
-  const void* px = staging.input(&x);
-  const auto* pm = static_cast<const float*>(staging.input(mean));
-  const auto* pr = static_cast<const float*>(staging.input(&rstd));
-  const void* pw = staging.input(weight, true);
-  void* pdx = staging.output(&dx);
-  auto* pdw = static_cast<float*>(staging.output(&dweight));
-  auto* pdb = static_cast<float*>(staging.output(dbias));
-  if (!staging.ok()) return staging.finish();
-  const bool float_params = weight != nullptr && weight->dtype == DType::kFloat32;
+  Dense dense(op, s);
+  const float* pm = dense.input<float>(mean);
+  const float* pr = dense.input<float>(&rstd);
+  float* pdw = dense.output<float>(&dweight);
+  float* pdb = dense.output<float>(dbias);
+  const bool w_float = weight != nullptr && weight->dtype == DType::kFloat32;
   const opforge_status launched = by_dtype(x.dtype, [&](auto tag) {
     using T = decltype(tag);
-    return with_param_type<T>(float_params, [&](auto ptag) {
-      using W = decltype(ptag);
-      return launch_backward<T, W, kCentered>(
-          op, static_cast<const T*>(pg), static_cast<const T*>(px), pm, pr,
-          static_cast<const W*>(pw), static_cast<T*>(pdx), pdw, pdb, r.rows, r.n, staging,
-          x.device.device_id, s);
+    const T* pg = dense.input<T>(&dy);
+    const T* px = dense.input<T>(&x);
+    T* pdx = dense.output<T>(&dx);
+    return with_param_type<T>(w_float, [&](auto wtag) {
+      using W = decltype(wtag);
+      const W* pw = dense.input<W>(weight);
+      if (dense.status() != OPFORGE_OK) return dense.status();
+      return launch_backward<T, W, kCentered>(op, pg, px, pm, pr, pw, pdx, pdw, pdb, r.rows, r.n,
+                                              dense.scratch(), x.device.device_id, s);
     });
   });
-  const opforge_status finished = staging.finish();
-  return launched != OPFORGE_OK ? launched : finished;
+  return launched != OPFORGE_OK ? launched : dense.finish();
 }
 
 }  // namespace opforge::cuda::kit

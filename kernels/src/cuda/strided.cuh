@@ -83,7 +83,7 @@ inline std::vector<int64_t> row_major(const std::vector<int64_t>& shape) {
 // Element offsets, in each of the K tensors, of element `i` of the walk (I: uint32_t or
 // uint64_t; offsets in the signed type of the same width).
 template <int K, class I, class O>
-__host__ __device__ __forceinline__ void offsets_of(const Strided<K>& s, I i, O (&off)[K]) {
+__device__ __forceinline__ void offsets_of(const Strided<K>& s, I i, O (&off)[K]) {
 #pragma unroll
   for (int k = 0; k < K; ++k) off[k] = 0;
 #pragma unroll
