@@ -34,7 +34,6 @@ void softmax_backward(const Tensor& y, const Tensor& dy, int dim, Tensor& dx);
 #ifdef OPFORGE_HAVE_CUDA
 // Each returns OPFORGE_OK or a failure already recorded with fail(). Tensors are contiguous.
 namespace cuda {
-opforge_status add(const Tensor& a, const Tensor& b, double alpha, Tensor& out, void* stream);
 opforge_status softmax_forward(const Tensor& x, int dim, Tensor& y, void* stream);
 opforge_status softmax_backward(const Tensor& y, const Tensor& dy, int dim, Tensor& dx,
                                 void* stream);

@@ -31,10 +31,10 @@ def raises(status: int, message: str, call) -> None:
     assert info.value.message == message
 
 
-def test_shape_mismatch(cpu_library):
+def test_shapes_that_do_not_broadcast(cpu_library):
     raises(
         INVALID,
-        "opforge_add: shape mismatch: a is [3, 4] but b is [4, 3]",
+        "opforge_add: shapes do not broadcast: a is [3, 4] but b is [4, 3]",
         lambda: cpu_library.call(
             "add", a=t(f32(3, 4)), b=t(f32(4, 3)), alpha=1.0, out=t(f32(3, 4))
         ),

@@ -71,7 +71,7 @@ ERRORS = [
         _add,
         lambda: (f32(2, 3), f32(3, 2)),
         ValueError,
-        "opforge.mindspore.add: shape mismatch: a is [2, 3] but b is [3, 2]",
+        "opforge.mindspore.add: shapes do not broadcast: a is [2, 3] but b is [3, 2]",
     ),
     (
         "add float64",

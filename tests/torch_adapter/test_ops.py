@@ -212,7 +212,7 @@ def test_torch_compile_traces_a_model_without_graph_breaks(tmp_path, monkeypatch
 ERRORS = [
     (
         lambda d: ot.add(torch.ones(3, 4, device=d), torch.ones(4, 3, device=d)),
-        "opforge::add: shape mismatch: a is [3, 4] but b is [4, 3]",
+        "opforge::add: shapes do not broadcast: a is [3, 4] but b is [4, 3]",
     ),
     (
         lambda d: torch.ops.opforge.add(

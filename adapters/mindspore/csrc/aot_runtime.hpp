@@ -142,6 +142,8 @@ class Attrs {
       : values_(call.attr_values(index)), count_(call.attr_count(index)) {}
 
   bool flag() { return next() != 0; }
+  // A str argument: the index of its value, one entry (as _encoding.py writes it).
+  int choice() { return static_cast<int>(next()); }
   int64_t integer() {
     const bool negative = next() != 0;
     const int64_t magnitude = next();

@@ -1,8 +1,6 @@
-// The generated entry points' CUDA side for add, softmax, argmax and batch_norm: each op's
-// checked arguments (ops_args.hpp) mapped onto its kernels, which take any strides (add: to come
-// with its broadcasting kernel).
+// The generated entry points' CUDA side for softmax, argmax and batch_norm: each op's checked
+// arguments (ops_args.hpp) mapped onto its kernels, which take any strides.
 #include <cmath>
-#include <initializer_list>
 #include <string>
 
 #include "backends.hpp"
@@ -12,19 +10,6 @@
 
 namespace opforge::cuda {
 namespace {
-
-// The kernels here index contiguous row-major memory.
-opforge_status require_contiguous(const char* op, std::initializer_list<std::pair<const Tensor*, const char*>> all) {
-  for (const auto& [t, name] : all) {
-    if (t != nullptr && !t->contiguous()) {
-      return fail(OPFORGE_ERROR_UNSUPPORTED,
-                  std::string("opforge_") + op + ": " + name + " is not contiguous (strides " +
-                      shape_string(t->strides) +
-                      "); the CUDA implementation needs row-major contiguous tensors");
-    }
-  }
-  return OPFORGE_OK;
-}
 
 // A per-channel float32 vector and its stride (any, as the C ABI allows).
 struct Channels {
@@ -78,11 +63,6 @@ __global__ void __launch_bounds__(kFrozenThreads)
 }
 
 }  // namespace
-
-opforge_status add(const ops::Add& args, void* stream) {
-  if (const auto s = require_contiguous("add", {{args.a, "a"}, {args.b, "b"}, {args.out, "out"}})) return s;
-  return add(*args.a, *args.b, args.alpha, *args.out, stream);
-}
 
 opforge_status softmax(const ops::Softmax& args, void* stream) {
   Tensor y = scalar_as_vector(*args.y);

@@ -67,8 +67,8 @@ def _aot_function(op: Op) -> list[str]:
             lines.append(f"  const auto {arg.name} = {read};")
         elif arg.type == "bool":
             lines.append(f"  const bool {arg.name} = attrs.flag();")
-        else:
-            lines.append(f"  const int {arg.name} = static_cast<int>(attrs.integer());")
+        else:  # str: the index of its value
+            lines.append(f"  const int {arg.name} = attrs.choice();")
     for i, arg in enumerate(tensors):
         if not arg.mutable:
             lines.append(f"  DLTensor {arg.name} = c.tensor({i});")

@@ -1,10 +1,11 @@
-"""add: out = a + alpha * b."""
+"""add: out = a + alpha * b, broadcasting (b's shape by the pattern, as mul's cases)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from tests.conformance.case import DTYPES, LAYOUTS, case, data
+from tests.conformance.ops.mul import b_shape
 
 CASES = [
     case("add", s, d, alpha=a)
@@ -14,14 +15,25 @@ CASES = [
 ]
 CASES += [case("add", (6, 37), d, values="large", alpha=1.0) for d in DTYPES]
 CASES += [case("add", (6, 10), "float32", layout, alpha=0.5) for layout in LAYOUTS[1:]]
+CASES += [
+    case("add", s, d, values=v, alpha=0.5)
+    for s, v in [((64, 256), "bias"), ((2, 0, 3), "bias"), ((7, 9), "scalar"), ((6, 40), "column")]
+    for d in DTYPES
+]
+CASES += [
+    case("add", (6, 10), "float32", layout, values="bias", alpha=1.0) for layout in LAYOUTS[1:]
+]
 
 
 def inputs(c, rng: np.random.Generator) -> dict:
-    """a and b of the case's shape."""
+    """a of the case's shape, b of the pattern's."""
     scale = 1e4 if c.values == "large" else 1.0
-    return {"a": data(c.shape, c.dtype, rng, scale), "b": data(c.shape, c.dtype, rng, scale)}
+    return {
+        "a": data(c.shape, c.dtype, rng, scale),
+        "b": data(b_shape(c.shape, c.values), c.dtype, rng, scale),
+    }
 
 
 def reference(a, b, alpha) -> dict:
-    """a + alpha * b."""
+    """a + alpha * b, broadcast."""
     return {"out": a + alpha * b}

@@ -1,0 +1,362 @@
+"""GPU benchmark of the ops of issue #14 through the C ABI against torch's native ops: layer_norm
+and rms_norm forward and backward, gelu forward and backward, and the broadcasting add/mul of a
+(C,) bias onto (N, C) (plus a scalar operand and the same-shape case).
+
+Run on a CUDA machine after `opforge build kernels --profile gpu`:
+    python bench/gpu_new_ops.py [--library dist/gpu/lib/libopforge_kernels.so] [--quick]
+Times with CUDA events (median of repeats after warm-up, both on torch's current stream),
+checks each output against torch's before timing, measures the device-to-device copy
+bandwidth as the ceiling, prints a table naming the device and writes a new
+bench/results/gpu-new-ops-<device>-<date>.json.
+
+Bytes moved are the least each op must move: every input read once and every output written
+once (statistics, parameters and parameter gradients included; not the partial column sums of
+the backward's two-stage reduction, which are part of what is being measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from results_file import save
+
+from opforge.kernels import optable
+from opforge.kernels.abi import KDL_CUDA, KernelLibrary, Tensor
+from opforge.kernels.signatures import c_signatures
+
+REPO = Path(__file__).resolve().parent.parent
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+NORM_SHAPES = [(16384, 4096), (4096, 8192)]
+EPS = 1e-5
+
+
+def desc(t: torch.Tensor) -> Tensor:
+    """A DLTensor descriptor of a CUDA tensor (its own strides)."""
+    name = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}[t.dtype]
+    return Tensor.from_pointer(t.data_ptr(), t.shape, t.stride(), name, KDL_CUDA, t.device.index)
+
+
+def time_ms(fn: Callable[[], object], repeats: int = 7, min_ms: float = 100.0) -> float:
+    """Median milliseconds per call of ``fn`` (GPU time between CUDA events)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    iters = max(3, int(min_ms / max(start.elapsed_time(end), 1e-3)))
+    samples = []
+    for _ in range(repeats):
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / iters)
+    return statistics.median(samples)
+
+
+def copy_bandwidth(n: int) -> float:
+    """Device-to-device copy in TB/s, counting bytes read plus bytes written."""
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    return 2 * n * 4 / time_ms(lambda: dst.copy_(src)) / 1e9
+
+
+def max_rel_err(ours: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |ours - ref| / max |ref|, in float64."""
+    ours, ref = ours.double(), ref.double()
+    return float((ours - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
+
+
+class Bench:
+    """Times ours against torch's native op and keeps one row per comparison."""
+
+    def __init__(self, lib: KernelLibrary, copy_tbps: float) -> None:
+        self.lib = lib
+        self.copy_tbps = copy_tbps
+        self.stream = torch.cuda.current_stream().cuda_stream
+        self.rows: list[dict] = []
+
+    def call(self, op: str, **tensors_and_scalars) -> None:
+        """One call of the library on torch's current stream."""
+        self.lib.call(op, stream=self.stream, **tensors_and_scalars)
+
+    def record(self, op, size, dtype, bytes_moved, ours, native, errors: dict) -> None:
+        """Time both callables and keep the row."""
+        ours_ms, torch_ms = time_ms(ours), time_ms(native)
+        floor_ms = bytes_moved / (self.copy_tbps * 1e9)
+        row = {
+            "op": op,
+            "size": size,
+            "dtype": dtype,
+            "bytes": bytes_moved,
+            "floor_ms": floor_ms,
+            "ours_ms": ours_ms,
+            "torch_ms": torch_ms,
+            "speedup": torch_ms / ours_ms,
+            "ours_pct_copy": 100 * floor_ms / ours_ms,
+            "torch_pct_copy": 100 * floor_ms / torch_ms,
+            "max_rel_err": errors,
+        }
+        self.rows.append(row)
+        print(
+            f"  {op:<20} {size:<14} {dtype:<9} ours {ours_ms:8.4f} ms ({row['ours_pct_copy']:5.1f}%)"
+            f"  torch {torch_ms:8.4f} ms ({row['torch_pct_copy']:5.1f}%)  x{row['speedup']:.2f}",
+            flush=True,
+        )
+
+    def layer_norm(self, rows: int, n: int, name: str) -> None:
+        """layer_norm forward and backward, weight and bias in x's dtype."""
+        dt, size = DTYPES[name], f"{rows}x{n}"
+        item = torch.finfo(dt).bits // 8
+        x = torch.randn(rows, n, device="cuda", dtype=dt)
+        w = torch.rand(n, device="cuda", dtype=dt) + 0.5
+        b = torch.randn(n, device="cuda", dtype=dt)
+        y, mean, rstd = (
+            torch.empty_like(x),
+            torch.empty(rows, device="cuda"),
+            torch.empty(rows, device="cuda"),
+        )
+        args = {
+            "x": desc(x),
+            "normalized_shape": [n],
+            "weight": desc(w),
+            "bias": desc(b),
+            "eps": EPS,
+        }
+        outs = {"y": desc(y), "mean": desc(mean), "rstd": desc(rstd)}
+
+        def ours():
+            self.call("layer_norm", **args, **outs)
+
+        def native():
+            return torch.native_layer_norm(x, [n], w, b, EPS)
+
+        ours()
+        ty, tm, tr = native()
+        errors = {
+            "y": max_rel_err(y, ty),
+            "mean": max_rel_err(mean, tm.view(-1)),
+            "rstd": max_rel_err(rstd, tr.view(-1)),
+        }
+        moved = 2 * rows * n * item + 2 * n * item + 8 * rows
+        self.record("layer_norm", size, name, moved, ours, native, errors)
+
+        dy = torch.randn_like(x)
+        dx, dw, db = (
+            torch.empty_like(x),
+            torch.empty(n, device="cuda"),
+            torch.empty(n, device="cuda"),
+        )
+        bargs = {
+            "dy": desc(dy),
+            "x": desc(x),
+            "normalized_shape": [n],
+            "mean": desc(mean),
+            "rstd": desc(rstd),
+            "weight": desc(w),
+        }
+        bouts = {"dx": desc(dx), "dweight": desc(dw), "dbias": desc(db)}
+
+        def ours_bwd():
+            self.call("layer_norm_backward", **bargs, **bouts)
+
+        def native_bwd():
+            return torch.ops.aten.native_layer_norm_backward(
+                dy, x, [n], tm, tr, w, b, [True, True, True]
+            )
+
+        ours_bwd()
+        tdx, tdw, tdb = native_bwd()
+        errors = {
+            "dx": max_rel_err(dx, tdx),
+            "dweight": max_rel_err(dw, tdw),
+            "dbias": max_rel_err(db, tdb),
+        }
+        moved = 3 * rows * n * item + 8 * rows + n * item + 8 * n
+        self.record("layer_norm_backward", size, name, moved, ours_bwd, native_bwd, errors)
+
+    def rms_norm(self, rows: int, n: int, name: str) -> None:
+        """rms_norm forward and backward, weight in x's dtype (torch: its fused CUDA ops)."""
+        dt, size = DTYPES[name], f"{rows}x{n}"
+        item = torch.finfo(dt).bits // 8
+        x = torch.randn(rows, n, device="cuda", dtype=dt)
+        w = torch.rand(n, device="cuda", dtype=dt) + 0.5
+        y, rstd = torch.empty_like(x), torch.empty(rows, device="cuda")
+        args = {"x": desc(x), "normalized_shape": [n], "weight": desc(w), "eps": EPS}
+        outs = {"y": desc(y), "rstd": desc(rstd)}
+
+        def ours():
+            self.call("rms_norm", **args, **outs)
+
+        def native():
+            return torch.ops.aten._fused_rms_norm(x, [n], w, EPS)
+
+        ours()
+        ty, tr = native()
+        errors = {"y": max_rel_err(y, ty), "rstd": max_rel_err(rstd, tr.view(-1).float())}
+        moved = 2 * rows * n * item + n * item + 4 * rows
+        self.record("rms_norm", size, name, moved, ours, native, errors)
+
+        dy = torch.randn_like(x)
+        dx, dw = torch.empty_like(x), torch.empty(n, device="cuda")
+        bargs = {
+            "dy": desc(dy),
+            "x": desc(x),
+            "normalized_shape": [n],
+            "rstd": desc(rstd),
+            "weight": desc(w),
+        }
+
+        def ours_bwd():
+            self.call("rms_norm_backward", **bargs, dx=desc(dx), dweight=desc(dw))
+
+        def native_bwd():
+            return torch.ops.aten._fused_rms_norm_backward(dy, x, [n], tr, w, [True, True])
+
+        ours_bwd()
+        tdx, tdw = native_bwd()
+        errors = {"dx": max_rel_err(dx, tdx), "dweight": max_rel_err(dw, tdw)}
+        moved = 3 * rows * n * item + 4 * rows + n * item + 4 * n
+        self.record("rms_norm_backward", size, name, moved, ours_bwd, native_bwd, errors)
+
+    def gelu(self, count: int, name: str, approximate: str) -> None:
+        """gelu forward and backward on `count` elements."""
+        dt, size = DTYPES[name], f"2^{count.bit_length() - 1}"
+        item = torch.finfo(dt).bits // 8
+        x = torch.randn(count, device="cuda", dtype=dt) * 3
+        y = torch.empty_like(x)
+        dy, dx = torch.randn_like(x), torch.empty_like(x)
+        dxx, dyy, ddy, ddx = desc(x), desc(y), desc(dy), desc(dx)
+
+        def ours():
+            self.call("gelu", x=dxx, approximate=approximate, y=dyy)
+
+        def native():
+            return F.gelu(x, approximate=approximate)
+
+        ours()
+        errors = {"y": max_rel_err(y, native())}
+        self.record(f"gelu[{approximate}]", size, name, 2 * count * item, ours, native, errors)
+
+        def ours_bwd():
+            self.call("gelu_backward", dy=ddy, x=dxx, approximate=approximate, dx=ddx)
+
+        def native_bwd():
+            return torch.ops.aten.gelu_backward(dy, x, approximate=approximate)
+
+        ours_bwd()
+        errors = {"dx": max_rel_err(dx, native_bwd())}
+        op = f"gelu_backward[{approximate}]"
+        self.record(op, size, name, 3 * count * item, ours_bwd, native_bwd, errors)
+
+    def binary(self, op: str, a_shape: tuple, b_shape: tuple, name: str) -> None:
+        """add (alpha 1) or mul of a and b broadcast together, torch writing into out= too."""
+        dt = DTYPES[name]
+        item = torch.finfo(dt).bits // 8
+        a = torch.randn(a_shape, device="cuda", dtype=dt)
+        b = torch.randn(b_shape, device="cuda", dtype=dt)
+        out = torch.empty(torch.broadcast_shapes(a.shape, b.shape), device="cuda", dtype=dt)
+        da, db, do = desc(a), desc(b), desc(out)
+        scalars = {"alpha": 1.0} if op == "add" else {}
+        native_fn = torch.add if op == "add" else torch.mul
+
+        def ours():
+            self.call(op, a=da, b=db, out=do, **scalars)
+
+        def native():
+            return native_fn(a, b, out=out)
+
+        ours()
+        errors = {"out": max_rel_err(out, native_fn(a, b))}
+        size = f"{'x'.join(map(str, a_shape)) or '()'}+{'x'.join(map(str, b_shape)) or '()'}"
+        moved = (a.numel() + b.numel() + out.numel()) * item
+        self.record(op, size, name, moved, ours, native, errors)
+
+
+def run(lib: KernelLibrary, quick: bool) -> dict:
+    """Every comparison in every dtype; returns the results document."""
+    scale = 4 if quick else 1
+    bench = Bench(lib, copy_bandwidth((1 << 28) // scale))
+    print(f"device-to-device copy: {bench.copy_tbps:.3f} TB/s", flush=True)
+    for name in DTYPES:
+        for rows, n in NORM_SHAPES:
+            bench.layer_norm(rows // scale, n, name)
+            bench.rms_norm(rows // scale, n, name)
+        for approximate in ("none", "tanh"):
+            bench.gelu((1 << 28) // scale, name, approximate)
+        for op in ("add", "mul"):
+            bench.binary(op, (16384 // scale, 4096), (4096,), name)
+            bench.binary(op, (65536 // scale, 1024), (1024,), name)
+        bench.binary("mul", ((1 << 28) // scale,), (), name)
+        bench.binary("add", ((1 << 28) // scale,), ((1 << 28) // scale,), name)
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "device": props.name,
+        "date": datetime.date.today().isoformat(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "copy_TBps": bench.copy_tbps,
+        "quick": quick,
+        "rows": bench.rows,
+    }
+
+
+def table(result: dict) -> str:
+    """The results as a markdown table."""
+    lines = [
+        f"{result['device']}, torch {result['torch']}, CUDA {result['cuda']}, "
+        f"device-to-device copy {result['copy_TBps']:.2f} TB/s",
+        "",
+        "| op | size | dtype | MB moved | floor (ms) | ours (ms) | torch (ms) | torch/ours "
+        "| ours % of copy | torch % of copy | max rel err vs torch |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in result["rows"]:
+        errors = ", ".join(f"{k} {v:.1e}" for k, v in r["max_rel_err"].items())
+        lines.append(
+            f"| {r['op']} | {r['size']} | {r['dtype']} | {r['bytes'] / 1e6:.1f} "
+            f"| {r['floor_ms']:.4f} | {r['ours_ms']:.4f} | {r['torch_ms']:.4f} "
+            f"| {r['speedup']:.2f}x | {r['ours_pct_copy']:.0f}% | {r['torch_pct_copy']:.0f}% "
+            f"| {errors} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    """Benchmark, print the table, save the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--library", default=str(REPO / "dist" / "gpu" / "lib" / "libopforge_kernels.so")
+    )
+    parser.add_argument(
+        "--out", default=str(REPO / "bench" / "results"), help="directory for the JSON"
+    )
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print(
+            "bench/gpu_new_ops.py needs a CUDA device (torch.cuda.is_available() is False)",
+            file=sys.stderr,
+        )
+        return 2
+    table_path = REPO / "kernels" / "ops.yaml"
+    lib = KernelLibrary(Path(args.library), c_signatures(optable.load(table_path)))
+    result = run(lib, args.quick)
+    print(table(result))
+    save(result, "gpu-new-ops", result["device"], Path(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
