@@ -8,7 +8,9 @@
 #   - the kernel library's GPU tests through its C ABI (conformance in every layout, each CUDA
 #     path) and the MindSpore AOT CUDA entry points through theirs (MindSpore GPU needs CUDA 11);
 #   - compute-sanitizer memcheck over the CUDA kernel paths;
-#   - the benchmarks, unless OPFORGE_GPU_BENCH=0.
+#   - the benchmarks (bench/gpu.py, bench/gpu_new_ops.py, bench/torch_overhead.py on CUDA).
+# OPFORGE_GPU_STEPS picks among "tests memcheck bench" (default: all three), so a run that would
+# outlast one call of a lent machine can be split.
 # Wheels the machine lacks may be carried in .carry/wheels, the download cache (pinned inputs,
 # fetched elsewhere with `opforge pins fetch`) in .carry/cache. Results go to $OUT (default
 # bench/results): build.log, tests-*.log, the memcheck logs and the benchmark JSON files.
@@ -47,10 +49,13 @@ site_with() {
 parallel=""
 python3 -c "import xdist" 2>/dev/null && parallel="-n 8"
 status=0
+steps=" ${OPFORGE_GPU_STEPS:-tests memcheck bench} "
+step() { [[ "$steps" == *" $1 "* ]]; }
 
 site_with /tmp/opforge-gpu "$(ls dist/opforge_torch-*+gpu-*.whl | head -1)"
 export PYTHONPATH="/tmp/opforge-gpu:$PWD${base_path:+:$base_path}"
 export OPFORGE_TEST_DIST=1  # the kernel tests load the library in dist/gpu
+if step tests; then
 python3 -m pytest tests/torch_adapter $parallel -q -p no:cacheprovider -rf 2>&1 | tee "$out/tests-torch-gpu-wheel.log" | tail -6
 status=$((status | PIPESTATUS[0]))
 python3 -m pytest tests/kernels tests/mindspore_aot -m gpu $parallel -q -p no:cacheprovider -rf 2>&1 | tee "$out/tests-kernels-gpu.log" | tail -6
@@ -62,8 +67,9 @@ if compgen -G "dist/opforge_torch-*+cpu-*.whl" >/dev/null; then
     $parallel -q -p no:cacheprovider -rf 2>&1 | tee "$out/tests-torch-cpu-wheel.log" | tail -6
   status=$((status | PIPESTATUS[0]))
 fi
+fi
 
-if command -v compute-sanitizer >/dev/null; then
+if step memcheck && command -v compute-sanitizer >/dev/null; then
   compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest tests/mindspore_aot -m gpu -q \
     -p no:cacheprovider -k "float32 and not 40000 and not 32771 and not 8195" 2>&1 | tee "$out/memcheck-mindspore-aot.log" | tail -4
   status=$((status | PIPESTATUS[0]))
@@ -74,7 +80,9 @@ if command -v compute-sanitizer >/dev/null; then
     -k "not 150001 and not 600001 and not 40000" 2>&1 | tee "$out/memcheck-kernels.log" | tail -4
   status=$((status | PIPESTATUS[0]))
 fi
-[ "${OPFORGE_GPU_BENCH:-1}" = 0 ] && exit "$status"
-python3 bench/gpu.py --library dist/gpu/lib/libopforge_kernels.so --out "$out" "$@" || status=1
-python3 bench/torch_overhead.py --device cuda --out "$out" || status=1
+if step bench; then
+  python3 bench/gpu.py --library dist/gpu/lib/libopforge_kernels.so --out "$out" "$@" || status=1
+  python3 bench/gpu_new_ops.py --library dist/gpu/lib/libopforge_kernels.so --out "$out" "$@" || status=1
+  python3 bench/torch_overhead.py --device cuda --out "$out" || status=1
+fi
 exit "$status"

@@ -19,7 +19,7 @@ def test_runs_without_pythonpath_and_stops_when_the_build_fails(tmp_path: Path) 
         OUT=str(tmp_path / "out"),
         CUDACXX=str(tmp_path / "no-nvcc"),  # the gpu build fails at once
         OPFORGE_CACHE=str(tmp_path / "cache"),
-        OPFORGE_GPU_BENCH="0",
+        OPFORGE_GPU_STEPS="tests",
     )
     result = subprocess.run(
         ["bash", str(REPO / "bench" / "gpu_run.sh")],

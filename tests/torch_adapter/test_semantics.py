@@ -110,3 +110,88 @@ def test_batch_norm_matches_functional_batch_norm(device):
         rtol=1e-5,
         atol=1e-5,
     )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(("a_shape", "b_shape"), [((10, 1, 5), (1, 10, 5)), ((4, 3), (3,)), ((2, 3), ())])
+def test_mul_broadcasts_takes_numbers_and_sums_gradients(device, a_shape, b_shape):
+    a = torch.randn(a_shape, device=device, requires_grad=True)
+    b = torch.randn(b_shape, device=device, requires_grad=True)
+    ours, native = ot.mul(a, b), torch.mul(a, b)
+    same(ours, native)
+    dy = torch.randn_like(native)
+    same_grads = torch.autograd.grad(ours, (a, b), dy), torch.autograd.grad(native, (a, b), dy)
+    for o, n in zip(*same_grads, strict=True):
+        same(o, n)
+    same(ot.mul(a, 2), torch.mul(a, 2))
+    same(ot.mul(3.5, a.half()), torch.mul(3.5, a.half()))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_matches_functional_gelu_with_gradients_and_forward_mode(device, approximate):
+    x = torch.randn(5, 7, device=device, requires_grad=True)
+    ours = ot.gelu(x, approximate=approximate)
+    native = torch.nn.functional.gelu(x, approximate=approximate)
+    same(ours, native)
+    dy = torch.randn_like(native)
+    same(torch.autograd.grad(ours, x, dy)[0], torch.autograd.grad(native, x, dy)[0])
+    t = torch.randn_like(x)
+    _, jvp_ours = torch.func.jvp(lambda v: ot.gelu(v, approximate), (x.detach(),), (t,))
+    _, jvp_native = torch.func.jvp(
+        lambda v: torch.nn.functional.gelu(v, approximate=approximate), (x.detach(),), (t,)
+    )
+    same(jvp_ours, jvp_native)
+    same(ot.gelu(x), torch.nn.functional.gelu(x))  # approximate defaults to 'none'
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("affine", [False, True])
+def test_layer_norm_matches_functional_layer_norm(device, affine):
+    x = torch.randn(4, 3, 6, device=device, requires_grad=True)
+    shape = (3, 6)
+    w = torch.randn(shape, device=device, requires_grad=True) if affine else None
+    b = torch.randn(shape, device=device, requires_grad=True) if affine else None
+    ours = ot.layer_norm(x, shape, w, b, eps=1e-3)
+    native = torch.nn.functional.layer_norm(x, shape, w, b, eps=1e-3)
+    same(ours, native, rtol=1e-5, atol=1e-5)
+    inputs = [t for t in (x, w, b) if t is not None]
+    dy = torch.randn_like(native)
+    for o, n in zip(
+        torch.autograd.grad(ours, inputs, dy), torch.autograd.grad(native, inputs, dy), strict=True
+    ):
+        same(o, n, rtol=1e-4, atol=1e-4)
+    same(ot.layer_norm(x, torch.Size([6])), torch.nn.functional.layer_norm(x, [6]), rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_refuses_an_int_shape_as_torch_does():
+    x = torch.randn(2, 4)
+    with pytest.raises(TypeError, match=r"torch.nn.functional|normalized_shape"):
+        torch.nn.functional.layer_norm(x, 4)
+    with pytest.raises(TypeError, match=r"^opforge.torch.layer_norm: normalized_shape must be a tuple"):
+        ot.layer_norm(x, 4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_rms_norm_default_eps_is_float32_epsilon_as_torch(device, dtype):
+    # Small values make eps matter: torch takes float32's epsilon for every input dtype.
+    x = (torch.randn(3, 8, device=device) * 1e-3).to(dtype).requires_grad_()
+    w = torch.randn(8, device=device, dtype=dtype, requires_grad=True)
+    ours, native = ot.rms_norm(x, (8,), w), torch.nn.functional.rms_norm(x, (8,), w)
+    tolerance = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+    same(ours, native, **tolerance)
+    dy = torch.randn_like(native)
+    for o, n in zip(
+        torch.autograd.grad(ours, (x, w), dy), torch.autograd.grad(native, (x, w), dy), strict=True
+    ):
+        same(o, n, **({"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else tolerance))
+    same(ot.rms_norm(x, (8,), eps=0.5), torch.nn.functional.rms_norm(x, (8,), eps=0.5), **tolerance)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_norms_refuse_forward_mode_naming_the_op(device):
+    x = torch.randn(2, 4, device=device)
+    for fn in (lambda v: ot.layer_norm(v, (4,)), lambda v: ot.rms_norm(v, (4,))):
+        with pytest.raises(RuntimeError, match="opforge"):
+            torch.func.jvp(fn, (x,), (torch.ones_like(x),))

@@ -286,7 +286,8 @@ def _public(op: Op, fn: Function) -> list[str]:
     lines = [f"def {fn.name}({', '.join(params)}):", f'    """{fn.doc}"""']
     if fn.promote:
         names = ", ".join(fn.promote)
-        lines.append(f'    {names} = _rt.promote("{fn.name}", {names})')
+        extra = ", zero_dim_as_number=True" if fn.zero_dim_as_number else ""
+        lines.append(f'    {names} = _rt.promote("{fn.name}", {names}{extra})')
     values = []
     params = {p.name for p in fn.params}
     for arg in op.args:

@@ -304,7 +304,11 @@ def _helper(op: Op, fn: Function) -> list[str]:
     call_args = []
     for arg in op.args:
         expr = str(fn.args[arg.name])
-        if expr == arg.name:
+        if arg.type == "int[]":
+            # torch's own parser would raise a many-line error naming the schema, not the helper.
+            lines.append(f'    {arg.name}_ = int_list("{fn.name}", "{expr}", {expr})')
+            call_args.append(f"{arg.name}_")
+        elif expr == arg.name:
             call_args.append(arg.name)
         else:
             lines.append(f"    {arg.name}_ = {expr}")
@@ -354,6 +358,7 @@ def python_source(table: OpTable) -> str:
         "    autograd_kernel,",
         "    direct_kernel,",
         "    helper_needs_autograd,",
+        "    int_list,",
         "    kernel_keys,",
         "    like_output,",
         "    linear_tangent,",

@@ -45,7 +45,10 @@ _OP_KEYS = {
     "mindspore",
 }
 FRAMEWORKS = ("torch", "mindspore")
-_FUNCTION_KEYS = {"def", "doc", "args", "returns", "promote"}
+_FUNCTION_KEYS = {"def", "doc", "args", "returns", "promote", "zero_dim_as_number"}
+# The modules a framework function's expressions may use besides its parameters: what the
+# generated _ops.py of each adapter imports under these names.
+EXPRESSION_MODULES = {"torch": {"torch"}, "mindspore": {"ops", "_rt"}}
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _ARG = re.compile(
     r"^(Tensor(?:\([a-z]!\))?\??|int\[\]|int\??|float\??|bool|str)\s+([a-z][a-z0-9_]*)$"
@@ -136,6 +139,8 @@ class Function:
     args: Mapping[str, str]
     returns: str | tuple[str, ...]
     promote: tuple[str, ...] = ()
+    # MindSpore only (torch always does this): 0-d tensor operands promote as Python numbers do.
+    zero_dim_as_number: bool = False
 
 
 @dataclass(frozen=True)
@@ -326,7 +331,7 @@ def _op(path: Path, name: str, raw: object, dtype_sets: Mapping[str, tuple]) -> 
         _check_op_rule(where / "checks" / i, check, by_name)
     functions = {
         framework: tuple(
-            _function(where / framework / i, entry, by_name, output_names)
+            _function(where / framework / i, entry, by_name, output_names, framework)
             for i, entry in enumerate(_list(where / framework, raw.get(framework)))
         )
         for framework in FRAMEWORKS
@@ -553,7 +558,7 @@ def _check_call(
 
 
 def _function(
-    where: _Where, raw: object, by_name: Mapping[str, Arg], outputs: list[str]
+    where: _Where, raw: object, by_name: Mapping[str, Arg], outputs: list[str], framework: str
 ) -> Function:
     raw = _mapping(where, raw, _FUNCTION_KEYS)
     text = raw.get("def")
@@ -583,15 +588,15 @@ def _function(
     if set(args) != set(by_name):
         missing = sorted(set(by_name) - set(args)) or sorted(set(args) - set(by_name))
         raise (where / "args").error(f"must give every argument of the op; check {missing[0]!r}")
-    names = {p.name for p in params}
+    names = {p.name for p in params} | EXPRESSION_MODULES[framework]
     for arg_name, expr in args.items():
         _check_expression(where / "args" / arg_name, expr, names)
     returns = raw.get("returns")
     if isinstance(returns, list):
         mutable = {a.name for a in by_name.values() if a.mutable}
-        for item in returns:
+        for i, item in enumerate(returns):
             if item not in outputs and item not in mutable:
-                raise (where / "returns").error(f"{item!r} is not an output of the op")
+                _check_expression(where / "returns" / i, item, names | set(outputs))
         returns = tuple(returns)
     elif isinstance(returns, str):
         if returns not in outputs:
@@ -601,8 +606,13 @@ def _function(
     promote = raw.get("promote") or []
     if not isinstance(promote, list) or any(p not in names for p in promote):
         raise (where / "promote").error("expected a list of the function's parameters")
+    zero_dim = raw.get("zero_dim_as_number", False)
+    if not isinstance(zero_dim, bool) or (zero_dim and (framework != "mindspore" or not promote)):
+        raise (where / "zero_dim_as_number").error(
+            "expected true or false, on a mindspore function that promotes"
+        )
     return Function(
-        fn.name, tuple(params), " ".join(doc.split()), dict(args), returns, tuple(promote)
+        fn.name, tuple(params), " ".join(doc.split()), dict(args), returns, tuple(promote), zero_dim
     )
 
 

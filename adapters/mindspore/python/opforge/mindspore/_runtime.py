@@ -209,33 +209,42 @@ def like(grad: Tensor, reference: Tensor) -> Tensor:
 _FLOAT_RANK = {mstype.bfloat16: 1, mstype.float16: 1, mstype.float32: 2, mstype.float64: 3}
 
 
+_INT_DTYPES = (mstype.int8, mstype.int16, mstype.int32, mstype.int64, mstype.uint8, mstype.bool_)
+
+
 @ops.constexpr
-def _result_dtype(fn, a, b):
-    # a and b are operand dtypes, or the Python numbers themselves (constants in GRAPH mode).
+def _result_dtype(fn, a, b, zero_dim_as_number):
+    # a and b are (dtype, is 0-d) of tensor operands, or the Python numbers themselves (constants
+    # in GRAPH mode). With zero_dim_as_number (ops.mul's rule, measured): 0-d tensors and Python
+    # floats, the latter as float32, decide the dtype only where no operand with dims is a float.
     def kind(v):
         if isinstance(v, bool):
-            return "bool"
+            return "bool", None
         if isinstance(v, int):
-            return "int"
+            return "int", None
         if isinstance(v, float):
-            return "float"
-        if v in _FLOAT_RANK:
-            return "tensor-float"
-        if v in (mstype.int8, mstype.int16, mstype.int32, mstype.int64, mstype.uint8, mstype.bool_):
-            return "tensor-int"
+            return "float", (mstype.float32 if zero_dim_as_number else None)
+        dtype, zero_dim = v
+        number = zero_dim and zero_dim_as_number
+        if dtype in _FLOAT_RANK:
+            return ("float" if number else "tensor-float"), dtype
+        if dtype in _INT_DTYPES:
+            return ("int" if number else "tensor-int"), dtype
         raise TypeError(
             f"opforge.mindspore.{fn}: operands are mindspore.Tensor or Python numbers, got {v!r}"
         )
 
-    ka, kb = kind(a), kind(b)
-    floats = [v for v, k in ((a, ka), (b, kb)) if k == "tensor-float"]
+    (ka, da), (kb, db) = kind(a), kind(b)
+    floats = [d for k, d in ((ka, da), (kb, db)) if k == "tensor-float"]
+    numbers = [d for k, d in ((ka, da), (kb, db)) if k == "float" and d is not None]
     if len(floats) == 2:
-        dtype = a if _FLOAT_RANK[a] > _FLOAT_RANK[b] else b
-        if a != b and _FLOAT_RANK[a] == _FLOAT_RANK[b]:
-            dtype = mstype.float32  # float16 with bfloat16
+        dtype = _wider(floats[0], floats[1])
     elif floats:
         dtype = floats[0]
-    elif "float" in (ka, kb) and "tensor-int" in (ka, kb):
+    elif numbers:
+        # Float 0-d tensors with no float operand with dims: the widest of them.
+        dtype = numbers[0] if len(numbers) == 1 else _wider(numbers[0], numbers[1])
+    elif "float" in (ka, kb) and any(d in _INT_DTYPES for d in (da, db) if d is not None):
         dtype = mstype.float32
     else:
         raise TypeError(
@@ -250,9 +259,15 @@ def _result_dtype(fn, a, b):
     return dtype
 
 
+def _wider(a, b):
+    if a != b and _FLOAT_RANK[a] == _FLOAT_RANK[b]:
+        return mstype.float32  # float16 with bfloat16
+    return a if _FLOAT_RANK[a] > _FLOAT_RANK[b] else b
+
+
 def _dtype_or_value(fn, v):
     if isinstance(v, Tensor):
-        return v.dtype
+        return v.dtype, v.ndim == 0
     if isinstance(v, (bool, int, float)):
         return v
     raise TypeError(
@@ -269,7 +284,45 @@ def _as(v, dtype):
     return ops.scalar_to_tensor(v, dtype)
 
 
-def promote(fn: str, a, b) -> tuple:
-    """Two operands as tensors of their result dtype under MindSpore's type promotion."""
-    dtype = _result_dtype(fn, _dtype_or_value(fn, a), _dtype_or_value(fn, b))
+def promote(fn: str, a, b, zero_dim_as_number: bool = False) -> tuple:
+    """Two operands as tensors of their result dtype under MindSpore's type promotion (that of
+    ``ops.mul`` with ``zero_dim_as_number``: a 0-d tensor counts as a number)."""
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        raise TypeError(f"opforge.mindspore.{fn}: give at least one tensor, got {a} and {b}")
+    dtype = _result_dtype(
+        fn, _dtype_or_value(fn, a), _dtype_or_value(fn, b), zero_dim_as_number
+    )
     return _as(a, dtype), _as(b, dtype)
+
+
+@ops.constexpr
+def int_tuple(value) -> tuple:
+    """An int-list argument given as one int or a sequence of ints (MindSpore accepts both)."""
+    return (value,) if isinstance(value, int) else tuple(value)
+
+
+@ops.constexpr
+def _normalized_dims(fn: str, shape, begin_norm_axis: int, begin_params_axis: int) -> tuple:
+    rank = len(shape)
+    axes = []
+    for name, axis in (("begin_norm_axis", begin_norm_axis), ("begin_params_axis", begin_params_axis)):
+        if not isinstance(axis, int) or isinstance(axis, bool) or not -rank <= axis < rank:
+            raise _fail(fn, f"{name} must be an int in [{-rank}, {rank}), got {axis!r}")
+        axes.append(axis % rank)
+    if axes[0] != axes[1]:
+        raise _fail(
+            fn,
+            f"begin_params_axis ({begin_params_axis}) must name the same dim as begin_norm_axis "
+            f"({begin_norm_axis}): gamma and beta span the normalised dims",
+        )
+    return tuple(shape[axes[0] :])
+
+
+def normalized_dims(fn: str, x: Tensor, begin_norm_axis: int, begin_params_axis: int) -> tuple:
+    """``x``'s dims from ``begin_norm_axis`` on (``ops.LayerNorm``'s axes), checked."""
+    return _normalized_dims(fn, x.shape, begin_norm_axis, begin_params_axis)
+
+
+def keep_dims(stat: Tensor, x: Tensor) -> Tensor:
+    """A per-row statistic with the reduced dims of ``x`` kept as 1 (MindSpore's layout)."""
+    return stat.reshape(stat.shape + (1,) * (x.ndim - stat.ndim))

@@ -228,6 +228,17 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor]:
     )
 
 
+def int_list(function: str, name: str, value) -> list:
+    """An int-list argument checked as torch checks it (a tuple, list or torch.Size of ints)."""
+    if isinstance(value, (tuple, list)) and all(
+        isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool) for v in value
+    ):
+        return list(value)
+    raise TypeError(
+        f"opforge.torch.{function}: {name} must be a tuple of ints, got {type(value).__name__}"
+    )
+
+
 def like_output(x: torch.Tensor) -> torch.Tensor:
     """An output shaped like ``x``, laid out as the kernels allocate it (fake kernels).
 
