@@ -24,6 +24,12 @@ _TAIL_LINES = 30
 PIP_CACHE_VOLUME = "opforge-pip-cache"
 
 
+def pip_cache_volume() -> str:
+    """The named volume for pip's cache: OPFORGE_PIP_CACHE_VOLUME (tests use their own), else
+    ``opforge-pip-cache``."""
+    return os.environ.get("OPFORGE_PIP_CACHE_VOLUME") or PIP_CACHE_VOLUME
+
+
 @dataclass
 class ContainerRun:
     """One command in a container of ``image`` with the project and cache mounted."""
@@ -60,7 +66,7 @@ class ContainerRun:
         volumes = {
             root: {"bind": root, "mode": "rw"},
             str(self.cache_dir): {"bind": str(self.cache_dir), "mode": "rw"},
-            PIP_CACHE_VOLUME: {"bind": "/var/cache/opforge-pip", "mode": "rw"},
+            pip_cache_volume(): {"bind": "/var/cache/opforge-pip", "mode": "rw"},
         }
         self._ensure_pip_cache()
         container = self.client.containers.run(
@@ -96,17 +102,18 @@ class ContainerRun:
         # A named volume is created root-owned: open it up once so any build user can write.
         from docker.errors import NotFound
 
+        volume = pip_cache_volume()
         try:
-            self.client.volumes.get(PIP_CACHE_VOLUME)
+            self.client.volumes.get(volume)
             return
         except NotFound:
             pass
-        self.client.volumes.create(PIP_CACHE_VOLUME)
+        self.client.volumes.create(volume)
         self.client.containers.run(
             self.image,
             ["chmod", "1777", "/var/cache/opforge-pip"],
             user="0:0",
-            volumes={PIP_CACHE_VOLUME: {"bind": "/var/cache/opforge-pip", "mode": "rw"}},
+            volumes={volume: {"bind": "/var/cache/opforge-pip", "mode": "rw"}},
             remove=True,
         )
 
@@ -210,8 +217,8 @@ def test_in_container(
             command += ["--junitxml", str(junit_dir / f"{recipe.name}.xml")]
         run.run(
             test_command(project.root, wheels, command),
-            # The tests use the built artefacts in dist/: the runtime image has no compiler.
-            {"OPFORGE_TEST_DIST": "1"},
+            # The tests use the profile's artefacts in dist/: the runtime image has no compiler.
+            {"OPFORGE_TEST_DIST": profile},
             f"tests of {recipe.name}",
         )
     return image.tag
