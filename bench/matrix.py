@@ -66,25 +66,26 @@ def cached_rebuild(client, tag: str, kind: str, flags: list[str]) -> float:
     return seconds
 
 
-def copy_artifacts(record: dict, dest: Path) -> list[str]:
-    """The cell's GPU libraries (kernel library with its soname links, MindSpore CUDA AOT)."""
-    dest.mkdir(parents=True, exist_ok=True)
+def copy_artifacts(dest: Path) -> list[str]:
+    """The cell's GPU libraries in dist/gpu's layout under ``dest``: the kernel library with its
+    soname links, and the MindSpore package with its CUDA AOT library (its copy of the kernel
+    library is a link to the one in lib/, which is the same file)."""
+    dist = REPO / "dist" / "gpu"
     copied = []
-    for name in record.get("artifacts", {}):
-        source = REPO / name
-        for path in (
-            [*source.parent.glob("libopforge_kernels.so*"), source]
-            if ("libopforge_kernels" in name)
-            else [source]
-        ):
-            target = dest / path.name
-            if path.is_symlink():
-                target.unlink(missing_ok=True)
-                target.symlink_to(os.readlink(path))
-            else:
-                shutil.copy2(path, target)
-            copied.append(path.name)
-    return sorted(set(copied))
+    for source in sorted(dist.glob("lib/libopforge_kernels.so*")) + sorted(
+        p for p in dist.glob("python/opforge/mindspore/*") if p.name != "_aot_cpu.so"
+    ):
+        target = dest / source.relative_to(REPO)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.unlink(missing_ok=True)
+        if source.is_symlink():
+            target.symlink_to(os.readlink(source))
+        elif source.name == "libopforge_kernels.so.0":
+            target.symlink_to("../../../lib/libopforge_kernels.so.0")
+        elif source.is_file():
+            shutil.copy2(source, target)
+        copied.append(str(source.relative_to(REPO)))
+    return copied
 
 
 def main() -> int:
@@ -125,7 +126,7 @@ def main() -> int:
                 for kind in ("devel", "runtime")
             }
             if args.artifacts:
-                row["artifacts"] = copy_artifacts(record, Path(args.artifacts) / cell_id)
+                row["artifacts"] = copy_artifacts(Path(args.artifacts) / cell_id)
         figures["cells"][cell_id] = row
         print(json.dumps({cell_id: row}, indent=2), flush=True)
         if args.remove:

@@ -83,7 +83,10 @@ def test_up_from_a_clean_checkout_without_opforge_on_the_host(
         devcontainer_cli,
         {"BASE_IMAGE": BASE, "HTTP_PROXY": proxy_url, "OPFORGE_DEVCONTAINER_NETWORK": "host"},
     )
-    for python in ("python3", "python"):
+    for name in ("python3", "python"):
+        python = shutil.which(name, path=env["PATH"])
+        if python is None:
+            continue  # no such interpreter in that shell: nothing to import opforge with
         probe = subprocess.run(
             [python, "-c", "import opforge"], env=env, capture_output=True, text=True
         )
@@ -104,14 +107,13 @@ def test_up_from_a_clean_checkout_without_opforge_on_the_host(
 
     label = ["--id-label", f"opforge-test={uuid.uuid4().hex[:8]}"]
     with created_on(client) as created:
+        up = None
         try:
             up = devcontainer("up")
             assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
             outcome = json.loads(up.stdout.strip().splitlines()[-1])
             assert outcome["outcome"] == "success"
-            container = client.containers.get(outcome["containerId"])
-            image = container.image
-            created.from_log(image.tags[0] if image.tags else image.id, up.stdout + up.stderr)
+            image = client.containers.get(outcome["containerId"]).image
             config_env = image.attrs["Config"].get("Env") or []
             assert not any(proxy_url in e for e in config_env), config_env
             doctor = devcontainer("exec", "opforge", "doctor")
@@ -125,5 +127,11 @@ def test_up_from_a_clean_checkout_without_opforge_on_the_host(
             )
             assert editable.stdout.strip().startswith("/workspaces/"), editable.stdout
         finally:
+            # `up` tags its own vsc-<folder>-<hash> image; a failed build leaves its step's
+            # container and the images of the steps before it: all removed (created_on).
+            image_tag = None
             for container in client.containers.list(all=True, filters={"label": label[1]}):
+                image_tag = (container.image.tags or [container.image.id])[0]
                 container.remove(force=True)
+            if up is not None:
+                created.from_log(image_tag, up.stdout + up.stderr)

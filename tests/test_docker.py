@@ -64,6 +64,7 @@ class Created:
         self.client = client
         self.tags: list[str] = []
         self.layers: list[str] = []
+        self.containers: list[str] = []
         self.volumes: list[str] = []
 
     def image(self, built: BuiltImage) -> BuiltImage:
@@ -73,14 +74,17 @@ class Created:
             self.layers += built.created
         return built
 
-    def from_log(self, tag: str, output: str) -> None:
-        """Keep the image ``tag`` whose build's log (one command's output) is ``output``."""
+    def from_log(self, tag: str | None, output: str) -> None:
+        """Keep what a build whose log (one command's output) is ``output`` made: its image
+        ``tag`` (None: it failed), the other images its steps created, a failed step's container.
+        """
         log = LayerLog()
         for line in output.splitlines():
             log.feed(line)
-        if log.created:  # an image found up to date was made by someone else
+        if log.created and tag:  # an image found up to date was made by someone else
             self.tags.append(tag)
-            self.layers += log.created
+        self.layers += log.created
+        self.containers += log.containers
 
     def from_record(self, images: dict) -> None:
         """Keep the images a cell's build record says its run built."""
@@ -93,7 +97,7 @@ class Created:
         """Remove everything kept, newest first."""
         from docker.errors import NotFound
 
-        remove_built(self.client, list(reversed(self.tags)), self.layers)
+        remove_built(self.client, list(reversed(self.tags)), self.layers, self.containers)
         for name in self.volumes:
             with contextlib.suppress(NotFound):
                 self.client.volumes.get(name).remove(force=True)

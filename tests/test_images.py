@@ -155,9 +155,13 @@ def test_layer_log_keeps_only_the_images_a_build_created():
         " ---> 333333333333",
         "Step 5/5 : COPY a b",
         " ---> 444444444444",
+        # The devcontainers CLI's log: a timestamp before each line; a step that failed.
+        "[2026-11-22T22:14:56.745Z] Step 6/7 : RUN false",
+        "[2026-11-22T22:14:56.745Z]  ---> Running in 555555555555",
     ]:
         log.feed(line)
     assert log.created == ["333333333333", "444444444444"]
+    assert log.containers == ["999999999999", "555555555555"]
 
 
 def test_unknown_cuda_names_the_known_ones():

@@ -52,27 +52,34 @@ class BuiltImage:
 
 
 class LayerLog:
-    """Reads the classic builder's log and keeps the IDs of the images its steps created.
+    """Reads the classic builder's log and keeps the IDs of the images its steps created, and of
+    the containers its steps ran in.
 
     Each step ends with `` ---> <id>``; a step served from the layer cache says ``Using cache``
     first, and a ``FROM`` step's ID is the base or an earlier stage: neither was created here.
-    Cleaning up after a build removes exactly these (never images another build made).
+    Cleaning up after a build removes exactly these (never images another build made). Lines may
+    carry a ``[timestamp]`` prefix (the devcontainers CLI's log).
     """
 
-    _STEP = re.compile(r"^Step \d+/\d+ : (\S+)")
-    _ID = re.compile(r"^ ---> ([0-9a-f]{12})$")
+    _PREFIX = re.compile(r"^\[[0-9T:.Z-]+\]")
+    _STEP = re.compile(r"^\s*Step \d+/\d+ : (\S+)")
+    _ID = re.compile(r"^\s*---> ([0-9a-f]{12})\s*$")
+    _CONTAINER = re.compile(r"^\s*---> Running in ([0-9a-f]{12})\s*$")
 
     def __init__(self) -> None:
         self.created: list[str] = []
+        self.containers: list[str] = []
         self._owned = False
 
     def feed(self, line: str) -> None:
         """Take one line of the build's output."""
-        step = self._STEP.match(line)
-        if step:
+        line = self._PREFIX.sub("", line)
+        if step := self._STEP.match(line):
             self._owned = step.group(1).upper() != "FROM"
         elif line.strip() == "---> Using cache":
             self._owned = False
+        elif container := self._CONTAINER.match(line):
+            self.containers.append(container.group(1))
         elif (found := self._ID.match(line)) and self._owned:
             self.created.append(found.group(1))
             self._owned = False
@@ -172,15 +179,24 @@ def build_image(
     return BuiltImage(tag, True, tuple(layers.created))
 
 
-def remove_built(client, tags: list[str], created: list[str]) -> list[str]:
-    """Remove ``tags`` and the images a build created (``LayerLog.created``), newest first.
+def remove_built(
+    client, tags: list[str], created: list[str], containers: list[str] = ()
+) -> list[str]:
+    """Remove ``tags`` and the images a build created (``LayerLog.created``), newest first, after
+    the containers its steps ran in that are still there (a failed step's).
 
     An image another tag or container still uses is left alone (Docker refuses, and so do we):
     only what this build made goes. Returns what was removed.
     """
-    from docker.errors import APIError, ImageNotFound
+    from docker.errors import APIError, ImageNotFound, NotFound
 
     removed = []
+    for container in containers:
+        try:
+            client.containers.get(container).remove(force=True)
+            removed.append(container)
+        except NotFound:
+            continue
     for ref in [*tags, *reversed(created)]:
         try:
             client.images.remove(ref)
