@@ -172,9 +172,12 @@ def test_runtime_image_has_no_toolchain_and_no_build_context(client, runtime):
         runtime,
         "command -v nvcc g++ cmake || echo no-toolchain; test -e /ctx || echo no-context;"
         " test -e /opt/opforge/etc/extra-ca.pem || echo no-extra-ca;"
-        " readlink -f /usr/local/cuda/lib64/libcudnn.so; python -c 'import torch; print(torch.__version__)'",
+        " readlink -f /usr/local/cuda/lib64/libcudnn.so; python -c 'import torch; print(torch.__version__)';"
+        # MindSpore's libraries link OpenMP's runtime, which only g++ brought before.
+        " ldconfig -p | grep -q 'libgomp.so.1 ' && echo has-libgomp",
     )
     assert "no-toolchain" in out and "no-context" in out and "no-extra-ca" in out
+    assert "has-libgomp" in out
     assert "libcudnn.so.9" in out and "2.13.0" in out
 
 

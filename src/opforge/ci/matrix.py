@@ -1,4 +1,5 @@
-"""``ci/matrix.yaml``: axes, exclude rules with reasons, and the cells they leave."""
+"""``ci/matrix.yaml``: each CUDA's cuDNN versions crossed with the frameworks, exclude rules
+with reasons, and the cells they leave."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from opforge.images.build import BuiltImage, build_image, docker_client
 from opforge.images.spec import (
     DEFAULT_FRAMEWORKS,
+    Combination,
     ImageSpec,
     base_for,
     find_combination,
@@ -114,7 +115,7 @@ def resolve_digests(project: Project, client) -> list[tuple[str, str, str]]:
     return found
 
 
-def describe(combo) -> str:
+def describe(combo: Combination) -> str:
     """One line for ``images list``: the combination and each flavour's source or reason."""
     parts = []
     if combo.pip is not None:
