@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opforge.ci.cell import cell_commands
+from opforge.ci.cell import cell_commands, unresolved_links
 from opforge.ci.matrix import load_matrix
 from opforge.ci.workflow import WORKFLOW_PATH, render
 from opforge.errors import ConfigError
@@ -278,3 +278,24 @@ def test_the_ci_cell_runs_for_real(tmp_path_factory, client):
             assert f"libcudnn.so.{cell.cudnn.split('.')[0]}" in needed
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_gpu_plugin_check_reads_the_plugin_the_framework_loads_on_that_cuda():
+    ldd = textwrap.dedent(
+        """\
+        == /venv/lib/python3.11/site-packages/mindspore/lib/plugin/libmindspore_gpu.so.11.1
+        \tlibcudnn.so.8 => /usr/local/cuda/lib64/libcudnn.so.8 (0x1)
+        \tlibnvrtc.so.11.1 => not found
+        \tlibcuda.so.1 => not found
+        == /venv/lib/python3.11/site-packages/mindspore/lib/plugin/libmindspore_gpu.so.11.6
+        \tlibnvrtc.so.11.2 => /usr/lib/x86_64-linux-gnu/libnvrtc.so.11.2 (0x1)
+        \tlibcuda.so.1 => not found
+        """
+    )
+    # CUDA 11.8 loads the 11.6 plugin: resolved but for the driver, which the host brings.
+    assert unresolved_links(ldd, "11.8") == {"mindspore/lib/plugin/libmindspore_gpu.so.11.6": []}
+    # CUDA 11.4 would load the 11.1 one, which lacks its nvrtc.
+    assert unresolved_links(ldd, "11.4") == {
+        "mindspore/lib/plugin/libmindspore_gpu.so.11.1": ["libnvrtc.so.11.1"]
+    }
+    assert unresolved_links(ldd, "10.2") == {}

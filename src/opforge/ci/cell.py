@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 import time
@@ -121,19 +122,20 @@ def devel_skips(client, devel: str, cell: Cell) -> dict[str, str]:
     return {}
 
 
-def gpu_library_links(client, runtime: str, cell: Cell) -> dict[str, list[str]]:
-    """For a framework with GPU libraries: each one's sonames the runtime image cannot resolve
-    (driver libraries aside); an empty list means every link resolves."""
-    pattern = GPU_LIBRARIES.get(cell.framework_name)
-    if pattern is None:
-        return {}
-    script = (
-        "site=$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'); "
-        f'for lib in "$site"/{pattern}; do echo "== $lib"; ldd "$lib"; done'
-    )
+def _cuda_suffix(library: str) -> tuple[int, ...] | None:
+    """(11, 6) for ``libmindspore_gpu.so.11.6``: a plugin built for that CUDA version."""
+    found = re.search(r"\.so\.(\d+)\.(\d+)$", library)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def unresolved_links(ldd_output: str, cuda: str) -> dict[str, list[str]]:
+    """Parse ``== <library>`` + ``ldd`` blocks: each library's sonames that did not resolve,
+    driver libraries aside. Of libraries built per CUDA version (MindSpore's GPU plugins,
+    ``.so.11.1`` and ``.so.11.6``) only the one the framework loads on ``cuda`` is kept: the
+    newest not above it."""
     found: dict[str, list[str]] = {}
     current = None
-    for line in _container_output(client, runtime, script).splitlines():
+    for line in ldd_output.splitlines():
         if line.startswith("== "):
             current = line[3:].rsplit("/site-packages/", 1)[-1]
             found[current] = []
@@ -141,8 +143,32 @@ def gpu_library_links(client, runtime: str, cell: Cell) -> dict[str, list[str]]:
             soname = line.split("=>")[0].strip()
             if soname not in DRIVER_LIBRARIES:
                 found[current].append(soname)
+    wanted = tuple(int(x) for x in cuda.split("."))
+    versions = [v for lib in found if (v := _cuda_suffix(lib)) is not None and v <= wanted]
+    loaded = max(versions, default=None)
+    return {
+        lib: missing
+        for lib, missing in found.items()
+        if _cuda_suffix(lib) is None or _cuda_suffix(lib) == loaded
+    }
+
+
+def gpu_library_links(client, runtime: str, cell: Cell) -> dict[str, list[str]]:
+    """For a framework with GPU libraries: the sonames of those it loads on the cell's CUDA that
+    the runtime image cannot resolve (an empty list: every link resolves)."""
+    pattern = GPU_LIBRARIES.get(cell.framework_name)
+    if pattern is None:
+        return {}
+    script = (
+        "site=$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'); "
+        f'for lib in "$site"/{pattern}; do echo "== $lib"; ldd "$lib"; done'
+    )
+    found = unresolved_links(_container_output(client, runtime, script), cell.cuda)
     if not found:
-        raise BuildError(f"no {pattern} in the runtime image {runtime}: is {cell.framework} in it?")
+        raise BuildError(
+            f"no {pattern} for CUDA {cell.cuda} in the runtime image {runtime}",
+            hint=f"is {cell.framework} in the image, and does it have a CUDA {cell.cuda} build?",
+        )
     return found
 
 
