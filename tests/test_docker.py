@@ -251,7 +251,7 @@ def test_gpu_profile_compiles_and_links_in_devel(workspace, devel):
     assert lib.stat().st_uid == os.getuid()
 
 
-def test_cpu_build_in_devel_then_tests_in_runtime(workspace, devel, runtime):
+def test_cpu_build_in_devel_then_tests_in_runtime(workspace, devel, runtime, tmp_path):
     built = opforge(
         workspace.root,
         "build",
@@ -264,10 +264,22 @@ def test_cpu_build_in_devel_then_tests_in_runtime(workspace, devel, runtime):
         "--quiet",
     )
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    tested = opforge(workspace.root, "test", "kernels", "torch-adapter", "--runner", "docker")
+    # A JUnit folder outside the project is mounted too (its reports were lost in the container).
+    junit = tmp_path / "junit"
+    tested = opforge(
+        workspace.root,
+        "test",
+        "kernels",
+        "torch-adapter",
+        "--runner",
+        "docker",
+        "--junit-dir",
+        str(junit),
+    )
     assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-3000:]
     assert f"[kernels] test in {runtime}" in tested.stdout
     assert tested.stdout.count(" passed") >= 2
+    assert sorted(p.name for p in junit.glob("*.xml")) == ["kernels.xml", "torch-adapter.xml"]
 
 
 def test_a_failing_step_in_a_container_shows_its_command_and_log(tmp_path, devel):

@@ -257,6 +257,8 @@ def run_cell(
         started = time.monotonic()
         _run(test, root)
         seconds["tests"] = round(time.monotonic() - started, 1)
+        if not list(out.glob("*.xml")):
+            raise BuildError(f"the tests wrote no JUnit report to {out}")
         links = gpu_library_links(client, images["runtime"]["tag"], cell)
         if links:
             record["gpu_library_links"] = links

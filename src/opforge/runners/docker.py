@@ -40,6 +40,9 @@ class ContainerRun:
     cache_dir: Path
     user: str = field(default_factory=lambda: f"{os.getuid()}:{os.getgid()}")
     say: Callable[[str], None] = print
+    # More folders the command writes to, mounted at their own paths (e.g. a JUnit folder
+    # outside the project: written only inside the container, its reports would be lost).
+    mounts: tuple[Path, ...] = ()
 
     def gpu_requests(self) -> list:
         """A request for every GPU when the engine has the NVIDIA runtime, else none."""
@@ -67,6 +70,7 @@ class ContainerRun:
             root: {"bind": root, "mode": "rw"},
             str(self.cache_dir): {"bind": str(self.cache_dir), "mode": "rw"},
             pip_cache_volume(): {"bind": "/var/cache/opforge-pip", "mode": "rw"},
+            **{str(m): {"bind": str(m), "mode": "rw"} for m in self.mounts},
         }
         self._ensure_pip_cache()
         container = self.client.containers.run(
@@ -206,15 +210,18 @@ def test_in_container(
         wheels = dist_wheels(project, profile)
     except BuildError:
         wheels = []  # targets without wheels (the kernel library) test through opforge.abi
-    run = ContainerRun(client, image.tag, project.root, fetcher.cache.root, say=say)
+    mounts = ()
+    if junit_dir is not None:
+        junit_dir.mkdir(parents=True, exist_ok=True)
+        mounts = (junit_dir.resolve(),)
+    run = ContainerRun(client, image.tag, project.root, fetcher.cache.root, say=say, mounts=mounts)
     for recipe in recipes:
         if recipe.test is None:
             continue
         say(f"[{recipe.name}] test in {image.tag}: {shlex.join(recipe.test.command)}")
         command = list(recipe.test.command)
         if junit_dir is not None:
-            junit_dir.mkdir(parents=True, exist_ok=True)
-            command += ["--junitxml", str(junit_dir / f"{recipe.name}.xml")]
+            command += ["--junitxml", str(junit_dir.resolve() / f"{recipe.name}.xml")]
         run.run(
             test_command(project.root, wheels, command),
             # The tests use the profile's artefacts in dist/: the runtime image has no compiler.
