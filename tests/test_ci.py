@@ -19,6 +19,8 @@ from opforge.ci.cell import cell_commands, unresolved_links
 from opforge.ci.matrix import load_matrix
 from opforge.ci.workflow import WORKFLOW_PATH, render
 from opforge.errors import ConfigError
+from opforge.images.service import ImageOptions, image_spec
+from opforge.project import Project
 
 REPO = Path(__file__).resolve().parent.parent
 MATRIX = REPO / "ci" / "matrix.yaml"
@@ -45,9 +47,24 @@ def test_cells_cover_three_cudnn_per_cuda_and_every_exclusion_has_a_reason():
     mindspore = matrix.cell("cuda11.8-cudnn8.9-mindspore2.10.0")
     assert mindspore.requirements == ("mindspore==2.10.0", "numpy<2")
     excluded = [c for c in matrix.cells if c.excluded]
-    assert excluded and all(c.framework_name == "mindspore" for c in excluded)
-    assert "link the CUDA 11 libraries" in next(c for c in excluded if c.cuda == "13.0").excluded
+    assert {c.framework_name for c in excluded} == {"mindspore", "torch"}
+    assert {c.cuda for c in excluded if c.framework_name == "torch"} == {"12.4"}
+    assert (
+        "CUDA 13 build"
+        in matrix.cells[
+            [c.id for c in matrix.cells].index("cuda12.4-cudnn9.1-torch2.13.0")
+        ].excluded
+    )
+    assert (
+        "link the CUDA 11 libraries"
+        in next(
+            c for c in excluded if c.cuda == "13.0" and c.framework_name == "mindspore"
+        ).excluded
+    )
     assert "cuDNN 8" in next(c for c in excluded if c.cuda == "11.8").excluded
+    # Cells without a framework: the kernel library on every CUDA x cuDNN.
+    kernels_only = [c for c in included if c.framework_name == "none"]
+    assert len(kernels_only) == 9 and all(c.adapter is None for c in kernels_only)
     assert matrix.cell(matrix.ci_cell).cuda != "13.0"
 
 
@@ -225,8 +242,18 @@ def test_an_unknown_or_excluded_ci_cell_is_refused(tmp_path):
             load_matrix(path, VERSIONS)
 
 
+def test_a_cell_without_framework_builds_images_without_one(tmp_path):
+    cell = load_matrix(MATRIX, VERSIONS).cell("cuda12.4-cudnn9.13-none")
+    devel, _, build, test = cell_commands(cell, tmp_path)
+    assert devel[devel.index("--framework") + 1] == "none"
+    assert build[2:5] == ["kernels", "mindspore-adapter", "torch-adapter"]
+    assert test[2:4] == ["kernels", "--profile"]
+    options = ImageOptions(flavour="deb", cuda="12.4", cudnn="9.13", frameworks=("none",))
+    assert image_spec(Project(REPO, REPO / "checksums.yaml"), "devel", options).frameworks == ()
+
+
 def test_cell_commands_leave_out_what_the_devel_image_cannot_build(tmp_path):
-    cell = load_matrix(MATRIX, VERSIONS).cell("cuda12.4-cudnn9.8-torch2.13.0")
+    cell = load_matrix(MATRIX, VERSIONS).cell("cuda11.8-cudnn9.1-torch2.13.0")
     skipped = {"torch-adapter": "CPU torch"}
     images, _, build, test = cell_commands(cell, tmp_path, skipped)
     assert build[:4] == ["opforge", "build", "kernels", "mindspore-adapter"]

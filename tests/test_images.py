@@ -273,3 +273,32 @@ def test_auto_runner_says_why(monkeypatch):
     runner, why = resolve_runner("auto")
     assert runner == "host" and why.startswith("auto: no Docker engine answers")
     assert resolve_runner("docker") == ("docker", "as asked")
+
+
+def test_check_pinned_refuses_a_displaced_pin_and_a_second_cudnn(tmp_path):
+    """images/scripts/check-pinned.py, as the image build runs it after the requirements."""
+    from importlib import metadata
+
+    script = REPO / "images" / "scripts" / "check-pinned.py"
+    pyyaml = metadata.version("pyyaml")
+    cudnn = [
+        (d.metadata["Name"].replace("-", "_"), d.version)
+        for d in metadata.distributions()
+        if d.metadata["Name"].lower().startswith("nvidia-cudnn")
+    ]
+
+    def check(lines):
+        listed = tmp_path / "pinned.txt"
+        listed.write_text(
+            "".join(f"/ctx/pinned/{n}-{v}-py3-none-any.whl --hash=sha256:0\n" for n, v in lines)
+        )
+        return subprocess.run([sys.executable, script, listed], capture_output=True, text=True)
+
+    intact = check([("PyYAML", pyyaml), *cudnn])
+    assert intact.returncode == 0, intact.stderr
+    displaced = check([("PyYAML", "0.1"), *cudnn])
+    assert displaced.returncode == 1
+    assert f"pyyaml 0.1 (pinned) is now {pyyaml}" in displaced.stderr
+    if cudnn:  # this environment has a cuDNN wheel: unpinned, it is a second cuDNN
+        second = check([("PyYAML", pyyaml)])
+        assert second.returncode == 1 and "came with the requirements besides" in second.stderr

@@ -649,7 +649,8 @@ def _image_flags(parser: argparse.ArgumentParser) -> None:
         "--framework",
         action="append",
         metavar="REQ",
-        help="framework requirement for the image, repeatable (default: torch==2.13.0)",
+        help="framework requirement for the image, repeatable; `none`: no framework "
+        "(default: torch==2.13.0)",
     )
     parser.add_argument(
         "--find-links",

@@ -44,9 +44,9 @@ class Cell:
         return (self.framework, *self.framework_with)
 
     @property
-    def adapter(self) -> str:
-        """The recipe of the cell's framework adapter."""
-        return {"torch": "torch-adapter", "mindspore": "mindspore-adapter"}[self.framework_name]
+    def adapter(self) -> str | None:
+        """The recipe of the cell's framework adapter (None: the images carry no framework)."""
+        return {"torch": "torch-adapter", "mindspore": "mindspore-adapter"}.get(self.framework_name)
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def assemble(
 
     shutil.copyfile(dockerfile, staging / "Dockerfile")
     record("dockerfile", dockerfile.read_bytes())
-    scripts = ["expose-cuda.sh"] + (["debs.sh"] if spec.flavour == "deb" else [])
+    scripts = ["expose-cuda.sh", "check-pinned.py"] + (["debs.sh"] if spec.flavour == "deb" else [])
     for name in scripts:
         script = images_dir / "scripts" / name
         shutil.copyfile(script, ctx / name)

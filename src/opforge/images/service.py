@@ -10,6 +10,7 @@ from pathlib import Path
 from opforge.images.build import BuiltImage, build_image, docker_client
 from opforge.images.spec import (
     DEFAULT_FRAMEWORKS,
+    NO_FRAMEWORK,
     Combination,
     ImageSpec,
     base_for,
@@ -57,7 +58,9 @@ def image_spec(project: Project, kind: str, options: ImageOptions) -> ImageSpec:
         flavour=options.flavour,
         combination=combination,
         base_image=base_for(options.flavour, combination, base),
-        frameworks=DEFAULT_FRAMEWORKS if options.frameworks is None else options.frameworks,
+        frameworks=DEFAULT_FRAMEWORKS
+        if options.frameworks is None
+        else tuple(f for f in options.frameworks if f != NO_FRAMEWORK),
         keep_ca=options.keep_ca,
         extra_ca=options.extra_ca if options.extra_ca is not None else default_extra_ca(),
         find_links=default_find_links() if options.find_links is None else options.find_links,

@@ -17,6 +17,8 @@ DEFAULT_BASE = "debian:{suite}-slim"
 PIP_SUITE = "bookworm"
 # The torch the images carry by default: the CPU adapter builds and tests against it.
 DEFAULT_FRAMEWORKS = ("torch==2.13.0",)
+# `--framework none`: an image without a framework (the kernel library needs none).
+NO_FRAMEWORK = "none"
 
 
 @dataclass(frozen=True)
