@@ -221,7 +221,9 @@ def run_cell(
         if image_cache is not None:
             _run(image_cache_commands(image_cache, False)[0], root)
         client = docker_client()
-        images = {}
+        # Recorded as each is built: a failed runtime build still names the devel image.
+        images: dict = {}
+        record["images"] = images
         for kind, argv in zip(
             ("devel", "runtime"), cell_commands(cell, junit_dir)[:2], strict=True
         ):
@@ -240,7 +242,6 @@ def run_cell(
                 # Images this run's build made (empty: found up to date), e.g. to remove them.
                 "created": layers.created,
             }
-        record["images"] = images
         record["nvcc"] = _container_output(
             client, images["devel"]["tag"], "nvcc --version | tail -2"
         )
