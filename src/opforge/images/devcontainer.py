@@ -22,8 +22,8 @@ _CONTEXT_STAGE = """\
 # The build context (build/devcontainer/, written by .devcontainer/prepare.sh): the checkout's
 # src/, images/, checksums.yaml and pyproject.toml, the extra CA (extra-ca.pem, possibly empty)
 # and local wheels (wheels/). opforge assembles the image context in this stage, as
-# `opforge images context --kind devel` does on a host (opforge's CLI imports `wheel`, which
-# its plain install lacks: issue 18); nothing of it reaches the image but the context it writes.
+# `opforge images context --kind devel` does on a host; nothing of it reaches the image but the
+# context it writes.
 FROM ${BASE_IMAGE} AS opforge-context
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
@@ -34,7 +34,7 @@ RUN set -eu; \\
     if [ -s /src/extra-ca.pem ]; then \\
       export PIP_CERT=/src/extra-ca.pem REQUESTS_CA_BUNDLE=/src/extra-ca.pem; fi; \\
     python3 -m venv /tmp/opforge; \\
-    /tmp/opforge/bin/pip install --no-cache-dir --quiet /src wheel; \\
+    /tmp/opforge/bin/pip install --no-cache-dir --quiet /src; \\
     cd /src; \\
     PIP_FIND_LINKS=/src/wheels OPFORGE_BUILD_DIR=/out OPFORGE_CACHE=/tmp/opforge-cache \\
       /tmp/opforge/bin/opforge images context --kind devel
