@@ -54,7 +54,7 @@ step() { [[ "$steps" == *" $1 "* ]]; }
 
 site_with /tmp/opforge-gpu "$(ls dist/opforge_torch-*+gpu-*.whl | head -1)"
 export PYTHONPATH="/tmp/opforge-gpu:$PWD${base_path:+:$base_path}"
-export OPFORGE_TEST_DIST=1  # the kernel tests load the library in dist/gpu
+export OPFORGE_TEST_DIST=gpu  # the kernel tests load the GPU build in dist/gpu, for CPU and CUDA alike
 if step tests; then
 python3 -m pytest tests/torch_adapter $parallel -q -p no:cacheprovider -rf 2>&1 | tee "$out/tests-torch-gpu-wheel.log" | tail -6
 status=$((status | PIPESTATUS[0]))

@@ -3,6 +3,9 @@ GitHub's workflow schema and zizmor, run-cell's commands, and the JUnit report t
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,10 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opforge.ci.cell import cell_commands
+from opforge.ci.cell import cell_commands, unresolved_links
 from opforge.ci.matrix import load_matrix
 from opforge.ci.workflow import WORKFLOW_PATH, render
 from opforge.errors import ConfigError
+from opforge.images.service import ImageOptions, image_spec
+from opforge.project import Project
 
 REPO = Path(__file__).resolve().parent.parent
 MATRIX = REPO / "ci" / "matrix.yaml"
@@ -28,20 +33,39 @@ def cli(root: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_cells_cover_the_cuda_versions_and_every_exclusion_has_a_reason():
+def test_cells_cover_three_cudnn_per_cuda_and_every_exclusion_has_a_reason():
     matrix = load_matrix(MATRIX, VERSIONS)
-    assert {c.cuda for c in matrix.cells} >= {"11.8", "12.4", "12.8", "13.0"}
-    assert {c.id for c in matrix.included} == {
-        "cuda11.8-cudnn8.9-mindspore2.10.0",
-        "cuda12.4-cudnn9.1-torch2.13.0",
-        "cuda12.8-cudnn9.8-torch2.13.0",
-        "cuda13.0-cudnn9.13-torch2.13.0",
+    included = matrix.included
+    for cuda in ("11.8", "12.4", "13.0"):
+        assert len({c.cudnn for c in included if c.cuda == cuda}) >= 3, cuda
+    # Registry-free images for every included cell: Debian's toolkit for 11.8 and 12.4.
+    assert {c.flavour for c in included if c.cuda in ("11.8", "12.4")} == {"deb"}
+    assert {c.flavour for c in included if c.cuda == "13.0"} == {"pip"}
+    assert {c.id for c in included if c.framework_name == "mindspore"} == {
+        "cuda11.8-cudnn8.9-mindspore2.10.0"
     }
+    mindspore = matrix.cell("cuda11.8-cudnn8.9-mindspore2.10.0")
+    assert mindspore.requirements == ("mindspore==2.10.0", "numpy<2")
     excluded = [c for c in matrix.cells if c.excluded]
-    assert excluded and all(c.excluded.strip() for c in excluded)
-    mindspore_13 = next(c for c in matrix.cells if c.id == "cuda13.0-cudnn9.13-mindspore2.10.0")
-    assert "need CUDA 11.x" in mindspore_13.excluded
-    assert next(c for c in matrix.included if c.cuda == "13.0").flavour == "pip"
+    assert {c.framework_name for c in excluded} == {"mindspore", "torch"}
+    assert {c.cuda for c in excluded if c.framework_name == "torch"} == {"12.4"}
+    assert (
+        "CUDA 13 build"
+        in matrix.cells[
+            [c.id for c in matrix.cells].index("cuda12.4-cudnn9.1-torch2.13.0")
+        ].excluded
+    )
+    assert (
+        "link the CUDA 11 libraries"
+        in next(
+            c for c in excluded if c.cuda == "13.0" and c.framework_name == "mindspore"
+        ).excluded
+    )
+    assert "cuDNN 8" in next(c for c in excluded if c.cuda == "11.8").excluded
+    # Cells without a framework: the kernel library on every CUDA x cuDNN.
+    kernels_only = [c for c in included if c.framework_name == "none"]
+    assert len(kernels_only) == 9 and all(c.adapter is None for c in kernels_only)
+    assert matrix.cell(matrix.ci_cell).cuda != "13.0"
 
 
 def write_matrix(tmp_path: Path, body: str) -> Path:
@@ -54,7 +78,8 @@ def test_an_exclude_without_reason_is_refused(tmp_path):
     path = write_matrix(
         tmp_path,
         """
-        axes: {cuda: ["13.0"], cudnn: ["9.13"], framework: ["torch==2.13.0"]}
+        cuda: {"13.0": ["9.13"]}
+        frameworks: [{requirement: "torch==2.13.0"}]
         exclude:
           - match: {cuda: "13.0"}
         """,
@@ -65,7 +90,7 @@ def test_an_exclude_without_reason_is_refused(tmp_path):
 
 def test_a_cell_without_image_must_be_excluded(tmp_path):
     path = write_matrix(
-        tmp_path, 'axes: {cuda: ["12.1"], cudnn: ["9.13"], framework: ["torch==2.13.0"]}\n'
+        tmp_path, 'cuda: {"12.1": ["9.13"]}\nframeworks: [{requirement: "torch==2.13.0"}]\n'
     )
     with pytest.raises(
         ConfigError, match=r"cell cuda 12\.1 \+ cudnn 9\.13 \+ torch==2\.13\.0 has no image"
@@ -91,12 +116,12 @@ def test_check_catches_a_stale_workflow(tmp_path):
     shutil.copy(REPO / "checksums.yaml", tmp_path / "checksums.yaml")
     assert cli(tmp_path, "ci", "render", "--check").returncode == 0
     matrix = tmp_path / "ci" / "matrix.yaml"
-    matrix.write_text(matrix.read_text().replace('"torch==2.13.0"', '"torch==2.14.0"', 1))
+    matrix.write_text(matrix.read_text().replace('"9.27", "9.28"]', '"9.27"]', 1))
     stale = cli(tmp_path, "ci", "render", "--check")
     assert stale.returncode == 1
     assert f"{WORKFLOW_PATH} is out of date" in stale.stderr and "opforge ci render" in stale.stderr
     assert cli(tmp_path, "ci", "render").returncode == 0
-    assert "torch2.14.0" in (tmp_path / WORKFLOW_PATH).read_text()
+    assert "cudnn9.28" not in (tmp_path / WORKFLOW_PATH).read_text()
     assert cli(tmp_path, "ci", "render", "--check").returncode == 0
 
 
@@ -143,11 +168,10 @@ def test_run_cell_runs_what_the_workflow_runs(tmp_path):
     expected = ["$ " + " ".join(argv) for argv in cell_commands(cell, tmp_path)]
     assert dry.stdout.splitlines() == expected
     assert "--runner docker" in expected[2] and "--profile gpu" in expected[2]
+    assert "kernels mindspore-adapter torch-adapter" in expected[2]
     excluded = cli(REPO, "ci", "run-cell", "cuda13.0-cudnn9.13-mindspore2.10.0", "--dry-run")
-    assert (
-        excluded.returncode == 1
-        and "is excluded: MindSpore 2.x GPU wheels need CUDA 11.x" in excluded.stderr
-    )
+    assert excluded.returncode == 1
+    assert "is excluded: MindSpore 2.10's GPU plugins link the CUDA 11" in excluded.stderr
     unknown = cli(REPO, "ci", "run-cell", "cuda9-nope", "--dry-run")
     assert unknown.returncode == 1 and "no cell 'cuda9-nope'" in unknown.stderr
 
@@ -192,3 +216,114 @@ def test_report_tables_real_junit_results(tmp_path):
     (reports / "cell-cudaC" / "broken.xml").write_text("<testsuite")
     broken = cli(REPO, "ci", "report", str(reports))
     assert broken.returncode == 1 and "not a JUnit XML report" in broken.stderr
+    assert "  hint: remove the file or re-run the cell" in broken.stderr
+
+
+def test_report_without_its_folder_gives_the_hint(tmp_path):
+    missing = cli(REPO, "ci", "report", str(tmp_path / "nothing"))
+    assert missing.returncode == 1
+    assert missing.stderr.splitlines() == [
+        f"opforge: error: no report folder {tmp_path / 'nothing'}",
+        "  hint: give the folder the cells' reports were downloaded to (one sub-folder per cell)",
+    ]
+
+
+def test_an_unknown_or_excluded_ci_cell_is_refused(tmp_path):
+    body = MATRIX.read_text()
+    for cell, message in (
+        ("cuda9.9-cudnn1-torch2.13.0", "no cell 'cuda9.9-cudnn1-torch2.13.0'"),
+        ("cuda13.0-cudnn9.13-mindspore2.10.0", "is excluded"),
+    ):
+        path = tmp_path / "matrix.yaml"
+        path.write_text(
+            body.replace(f"ci_cell: {load_matrix(MATRIX, VERSIONS).ci_cell}", f"ci_cell: {cell}")
+        )
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_matrix(path, VERSIONS)
+
+
+def test_a_cell_without_framework_builds_images_without_one(tmp_path):
+    cell = load_matrix(MATRIX, VERSIONS).cell("cuda12.4-cudnn9.13-none")
+    devel, _, build, test = cell_commands(cell, tmp_path)
+    assert devel[devel.index("--framework") + 1] == "none"
+    assert build[2:5] == ["kernels", "mindspore-adapter", "torch-adapter"]
+    assert test[2:4] == ["kernels", "--profile"]
+    options = ImageOptions(flavour="deb", cuda="12.4", cudnn="9.13", frameworks=("none",))
+    assert image_spec(Project(REPO, REPO / "checksums.yaml"), "devel", options).frameworks == ()
+
+
+def test_cell_commands_leave_out_what_the_devel_image_cannot_build(tmp_path):
+    cell = load_matrix(MATRIX, VERSIONS).cell("cuda11.8-cudnn9.1-torch2.13.0")
+    skipped = {"torch-adapter": "CPU torch"}
+    images, _, build, test = cell_commands(cell, tmp_path, skipped)
+    assert build[:4] == ["opforge", "build", "kernels", "mindspore-adapter"]
+    assert test[:4] == ["opforge", "test", "kernels", "--profile"]
+    assert images[images.index("--flavour") + 1] == "deb"
+    assert test[-1] == str(tmp_path / cell.id)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_ci_cell_runs_for_real(tmp_path_factory, client):
+    """The one non-default cell per-submission CI runs (ci_cell in ci/matrix.yaml): images from
+    a debootstrap base, the GPU build in devel, the tests in runtime, JUnit and build record.
+    Everything it creates (images, volume, project copy) is removed at the end."""
+    from tests.test_docker import copy_project, created_on
+
+    matrix = load_matrix(MATRIX, VERSIONS)
+    cell = matrix.cell(matrix.ci_cell)
+    root = copy_project(tmp_path_factory.mktemp("ci-cell"))
+    shutil.copytree(REPO / "ci", root / "ci")
+    env = {**os.environ, "BASE_IMAGE": "opforge-base:{suite}"}
+    with created_on(client) as created:
+        try:
+            run = subprocess.run(
+                [sys.executable, "-m", "opforge", "ci", "run-cell", cell.id],
+                cwd=root,
+                env={**env, "OPFORGE_PIP_CACHE_VOLUME": os.environ["OPFORGE_PIP_CACHE_VOLUME"]},
+                capture_output=True,
+                text=True,
+                timeout=3600,
+            )
+            record_path = root / "reports" / cell.id / "build-record.json"
+            record = json.loads(record_path.read_text())
+            created.from_record(record.get("images", {}))
+            assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-3000:]
+            assert record["status"] == "passed" and record["cuda"] == cell.cuda
+            assert f"release {cell.cuda}" in record["nvcc"]
+            assert {"devel", "runtime"} <= set(record["images"])
+            assert "kernels" in record["built"] and "mindspore-adapter" in record["built"]
+            # No CUDA torch in the images: the GPU torch adapter is skipped, saying why.
+            why = {"torch": "CPU build"}.get(cell.framework_name, "has no torch")
+            assert why in record["skipped"]["torch-adapter"]
+            assert any(path.endswith("_aot_cuda.so") for path in record["artifacts"])
+            assert record["tests"]["tests"] > 0 and record["tests"]["failures"] == 0
+            assert record["tests"]["errors"] == 0
+            assert (root / "reports" / cell.id / "kernels.xml").is_file()
+            # The library the runtime image tested links the cell's cuDNN major.
+            lib = next(root.glob("dist/gpu/lib/libopforge_kernels.so.*.*"))
+            needed = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True).stdout
+            assert f"libcudnn.so.{cell.cudnn.split('.')[0]}" in needed
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_gpu_plugin_check_reads_the_plugin_the_framework_loads_on_that_cuda():
+    ldd = textwrap.dedent(
+        """\
+        == /venv/lib/python3.11/site-packages/mindspore/lib/plugin/libmindspore_gpu.so.11.1
+        \tlibcudnn.so.8 => /usr/local/cuda/lib64/libcudnn.so.8 (0x1)
+        \tlibnvrtc.so.11.1 => not found
+        \tlibcuda.so.1 => not found
+        == /venv/lib/python3.11/site-packages/mindspore/lib/plugin/libmindspore_gpu.so.11.6
+        \tlibnvrtc.so.11.2 => /usr/lib/x86_64-linux-gnu/libnvrtc.so.11.2 (0x1)
+        \tlibcuda.so.1 => not found
+        """
+    )
+    # CUDA 11.8 loads the 11.6 plugin: resolved but for the driver, which the host brings.
+    assert unresolved_links(ldd, "11.8") == {"mindspore/lib/plugin/libmindspore_gpu.so.11.6": []}
+    # CUDA 11.4 would load the 11.1 one, which lacks its nvrtc.
+    assert unresolved_links(ldd, "11.4") == {
+        "mindspore/lib/plugin/libmindspore_gpu.so.11.1": ["libnvrtc.so.11.1"]
+    }
+    assert unresolved_links(ldd, "10.2") == {}

@@ -1,6 +1,8 @@
 """The VS Code devcontainer through the reference CLI (@devcontainers/cli from npm) against a
-real Docker engine: `devcontainer build`, then `up` + `exec opforge doctor` inside, with a
-loopback proxy set on the host."""
+real Docker engine, as a VS Code user meets it: `devcontainer up` on a clean copy of the checkout
+from a shell where opforge is not importable (only Docker, the CLI and a POSIX shell on the
+host), with a loopback proxy set; then `exec opforge doctor` inside. Everything the test creates
+(container, images, the CLI's folder, the checkout copy) is removed at the end."""
 
 from __future__ import annotations
 
@@ -8,14 +10,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import BASE
-from tests.test_docker import copy_project
+from tests.test_docker import created_on
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -23,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def devcontainer_cli(tmp_path_factory) -> Path:
+def devcontainer_cli(tmp_path_factory) -> Iterator[Path]:
     npm = shutil.which("npm")
     if npm is None:
         pytest.skip("npm not found: the devcontainer CLI comes from npm (@devcontainers/cli)")
@@ -35,101 +37,101 @@ def devcontainer_cli(tmp_path_factory) -> Path:
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    return prefix / "node_modules" / ".bin" / "devcontainer"
+    yield prefix / "node_modules" / ".bin" / "devcontainer"
+    shutil.rmtree(prefix, ignore_errors=True)
+
+
+def clean_checkout(dest: Path) -> Path:
+    """What a clone of this checkout holds: the files git tracks or would (no build/, dist/,
+    .venv), as they are in the working tree."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, (n.decode() for n in listed)):
+        source = REPO / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory, client) -> Path:
-    root = copy_project(tmp_path_factory.mktemp("devcontainer-project"))
-    shutil.copytree(REPO / ".devcontainer", root / ".devcontainer")
-    return root
+def workspace(tmp_path_factory) -> Iterator[Path]:
+    root = clean_checkout(tmp_path_factory.mktemp("devcontainer-checkout"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
-def devcontainer(cli: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(cli), *args], capture_output=True, text=True, timeout=1800, env={**os.environ, **env}
-    )
+def host_shell(cli: Path, extra: dict[str, str]) -> dict[str, str]:
+    """The environment of a shell with Docker, node and the system's tools only: no virtualenv,
+    no PYTHONPATH, so no opforge (checked by the test)."""
+    tools = {Path(shutil.which(t) or "/usr/bin/true").parent for t in ("docker", "node")}
+    path = [str(cli.parent), *map(str, sorted(tools)), "/usr/local/bin", "/usr/bin", "/bin"]
+    keep = ("HOME", "PIP_CERT", "PIP_FIND_LINKS", "DOCKER_HOST", "NODE_EXTRA_CA_CERTS", "TMPDIR")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    return {**env, "PATH": os.pathsep.join(path), **extra}
 
 
-def test_build_up_and_doctor_behind_a_loopback_proxy(devcontainer_cli, workspace, client, proxy):
+def test_up_from_a_clean_checkout_without_opforge_on_the_host(
+    devcontainer_cli, workspace, client, proxy
+):
     _, proxy_url = proxy
-    env = {
-        "BASE_IMAGE": BASE,
-        "HTTP_PROXY": proxy_url,
-        "OPFORGE_DEVCONTAINER_NETWORK": "host",
-        # initializeCommand runs `python3 -m opforge` on the host: this environment's.
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    image = f"opforge-devcontainer-test:{uuid.uuid4().hex[:8]}"
-    # `devcontainer up` (and VS Code) run initializeCommand; `devcontainer build` does not.
-    context = subprocess.run(
-        [sys.executable, "-m", "opforge", "images", "context", "--kind", "devel"],
-        cwd=workspace,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-    )
-    assert context.returncode == 0, context.stderr
-    built = devcontainer(
+    env = host_shell(
         devcontainer_cli,
-        "build",
-        "--workspace-folder",
-        str(workspace),
-        "--image-name",
-        image,
-        env=env,
+        {"BASE_IMAGE": BASE, "HTTP_PROXY": proxy_url, "OPFORGE_DEVCONTAINER_NETWORK": "host"},
     )
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    config_env = client.images.get(image).attrs["Config"].get("Env") or []
-    assert not any(proxy_url in e for e in config_env), config_env
-    label = f"opforge-test={uuid.uuid4().hex[:8]}"
-    try:
-        up = devcontainer(
-            devcontainer_cli,
-            "up",
-            "--workspace-folder",
-            str(workspace),
-            "--id-label",
-            label,
+    for name in ("python3", "python"):
+        python = shutil.which(name, path=env["PATH"])
+        if python is None:
+            continue  # no such interpreter in that shell: nothing to import opforge with
+        probe = subprocess.run(
+            [python, "-c", "import opforge"], env=env, capture_output=True, text=True
+        )
+        assert probe.returncode != 0 or "No module named" in probe.stderr, (
+            f"{python} imports opforge in the stripped shell: the test would not show the "
+            "devcontainer works without it"
+        )
+
+    def devcontainer(command: str, *args: str) -> subprocess.CompletedProcess:
+        where = ["--workspace-folder", str(workspace), *label]
+        return subprocess.run(
+            [str(devcontainer_cli), command, *where, *args],
+            capture_output=True,
+            text=True,
+            timeout=2400,
             env=env,
         )
-        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
-        assert json.loads(up.stdout.strip().splitlines()[-1])["outcome"] == "success"
-        doctor = devcontainer(
-            devcontainer_cli,
-            "exec",
-            "--workspace-folder",
-            str(workspace),
-            "--id-label",
-            label,
-            "opforge",
-            "doctor",
-            env=env,
-        )
-        assert doctor.returncode == 0, doctor.stdout[-3000:] + doctor.stderr[-3000:]
-        rows = {line.split()[0]: line for line in doctor.stdout.splitlines() if line.strip()}
-        assert "release 13.0" in rows["nvcc"] and " ok " in rows["nvcc"]
-        assert "9.13" in rows["cuDNN"]
-        assert f"HTTP_PROXY={proxy_url}" in rows["proxies"]
-        editable = devcontainer(
-            devcontainer_cli,
-            "exec",
-            "--workspace-folder",
-            str(workspace),
-            "--id-label",
-            label,
-            "python",
-            "-c",
-            "import opforge; print(opforge.__file__)",
-            env=env,
-        )
-        assert editable.stdout.strip().startswith("/workspaces/"), editable.stdout
-    finally:
-        # `up` tags its own vsc-<folder>-<hash> image: remove it with the container.
-        tags = {image}
-        for container in client.containers.list(all=True, filters={"label": label}):
-            tags.update(container.image.tags)
-            container.remove(force=True)
-        for tag in tags:
-            if client.images.list(name=tag):
-                client.images.remove(tag, force=True)
+
+    label = ["--id-label", f"opforge-test={uuid.uuid4().hex[:8]}"]
+    with created_on(client) as created:
+        up = None
+        try:
+            up = devcontainer("up")
+            assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+            outcome = json.loads(up.stdout.strip().splitlines()[-1])
+            assert outcome["outcome"] == "success"
+            image = client.containers.get(outcome["containerId"]).image
+            config_env = image.attrs["Config"].get("Env") or []
+            assert not any(proxy_url in e for e in config_env), config_env
+            doctor = devcontainer("exec", "opforge", "doctor")
+            assert doctor.returncode == 0, doctor.stdout[-3000:] + doctor.stderr[-3000:]
+            rows = {line.split()[0]: line for line in doctor.stdout.splitlines() if line.strip()}
+            assert "release 13.0" in rows["nvcc"] and " ok " in rows["nvcc"]
+            assert "9.13" in rows["cuDNN"]
+            assert f"HTTP_PROXY={proxy_url}" in rows["proxies"]
+            editable = devcontainer(
+                "exec", "python", "-c", "import opforge; print(opforge.__file__)"
+            )
+            assert editable.stdout.strip().startswith("/workspaces/"), editable.stdout
+        finally:
+            # `up` tags its own vsc-<folder>-<hash> image; a failed build leaves its step's
+            # container and the images of the steps before it: all removed (created_on).
+            image_tag = None
+            for container in client.containers.list(all=True, filters={"label": label[1]}):
+                image_tag = (container.image.tags or [container.image.id])[0]
+                container.remove(force=True)
+            if up is not None:
+                created.from_log(image_tag, up.stdout + up.stderr)

@@ -4,19 +4,25 @@ The pip-flavour CUDA 13 devel and runtime images are built from a local base ima
 with debootstrap: no registry is reachable), then: the GPU profile compiles and links in devel,
 the CPU profile builds in devel and its tests pass in runtime, a failing step inside a container
 is reported with its command and log, proxies are used while building and absent from images.
+The images, containers and volumes the tests create, and their temporary projects, are removed
+when they end; nothing they did not create is touched (other users share the engine).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from opforge.images.build import BuiltImage, LayerLog, remove_built
 from opforge.images.service import ImageOptions, ensure_image, image_spec
 from opforge.paths import default_cache_dir
 from opforge.pins.cache import ContentCache
@@ -50,27 +56,99 @@ def opforge(project: Path, *args: str, timeout: int = 1800) -> subprocess.Comple
     )
 
 
-@pytest.fixture(scope="session")
-def workspace(tmp_path_factory) -> Project:
+class Created:
+    """What the docker tests made on the shared engine, removed when they end: images a build
+    created (never one that existed before, nor a layer another build now uses), and volumes."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+        self.tags: list[str] = []
+        self.layers: list[str] = []
+        self.containers: list[str] = []
+        self.volumes: list[str] = []
+
+    def image(self, built: BuiltImage) -> BuiltImage:
+        """Keep a build's image for removal, if this build made it."""
+        if built.built:
+            self.tags.append(built.tag)
+            self.layers += built.created
+        return built
+
+    def from_log(self, tag: str | None, output: str) -> None:
+        """Keep what a build whose log (one command's output) is ``output`` made: its image
+        ``tag`` (None: it failed), the other images its steps created, a failed step's container.
+        """
+        log = LayerLog()
+        for line in output.splitlines():
+            log.feed(line)
+        if log.created and tag:  # an image found up to date was made by someone else
+            self.tags.append(tag)
+        self.layers += log.created
+        self.containers += log.containers
+
+    def from_record(self, images: dict) -> None:
+        """Keep the images a cell's build record says its run built."""
+        for image in images.values():
+            if image["created"]:
+                self.tags.append(image["tag"])
+                self.layers += image["created"]
+
+    def remove(self) -> None:
+        """Remove everything kept, newest first."""
+        from docker.errors import NotFound
+
+        remove_built(self.client, list(reversed(self.tags)), self.layers, self.containers)
+        for name in self.volumes:
+            with contextlib.suppress(NotFound):
+                self.client.volumes.get(name).remove(force=True)
+
+
+@contextlib.contextmanager
+def created_on(client) -> Iterator[Created]:
+    """A ``Created`` for a test module; with a pip-cache volume of its own, removed at the end."""
+    created = Created(client)
+    volume = f"opforge-test-pip-{uuid.uuid4().hex[:8]}"
+    created.volumes.append(volume)
+    previous = os.environ.get("OPFORGE_PIP_CACHE_VOLUME")
+    os.environ["OPFORGE_PIP_CACHE_VOLUME"] = volume
+    try:
+        yield created
+    finally:
+        if previous is None:
+            os.environ.pop("OPFORGE_PIP_CACHE_VOLUME", None)
+        else:
+            os.environ["OPFORGE_PIP_CACHE_VOLUME"] = previous
+        created.remove()
+
+
+@pytest.fixture(scope="module")
+def created(client) -> Iterator[Created]:
+    with created_on(client) as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Iterator[Project]:
     root = copy_project(tmp_path_factory.mktemp("docker-project"))
-    return Project(root, root / "checksums.yaml")
+    yield Project(root, root / "checksums.yaml")
+    shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def fetcher() -> Fetcher:
     return Fetcher(ContentCache(default_cache_dir()))
 
 
-@pytest.fixture(scope="session")
-def devel(client, workspace, fetcher) -> str:
+@pytest.fixture(scope="module")
+def devel(client, workspace, fetcher, created) -> str:
     spec = image_spec(workspace, "devel", ImageOptions(base_image=BASE))
-    return ensure_image(workspace, fetcher, spec, client=client).tag
+    return created.image(ensure_image(workspace, fetcher, spec, client=client)).tag
 
 
-@pytest.fixture(scope="session")
-def runtime(client, workspace, fetcher) -> str:
+@pytest.fixture(scope="module")
+def runtime(client, workspace, fetcher, created) -> str:
     spec = image_spec(workspace, "runtime", ImageOptions(base_image=BASE))
-    return ensure_image(workspace, fetcher, spec, client=client).tag
+    return created.image(ensure_image(workspace, fetcher, spec, client=client)).tag
 
 
 def sh(client, image: str, script: str) -> str:
@@ -94,9 +172,12 @@ def test_runtime_image_has_no_toolchain_and_no_build_context(client, runtime):
         runtime,
         "command -v nvcc g++ cmake || echo no-toolchain; test -e /ctx || echo no-context;"
         " test -e /opt/opforge/etc/extra-ca.pem || echo no-extra-ca;"
-        " readlink -f /usr/local/cuda/lib64/libcudnn.so; python -c 'import torch; print(torch.__version__)'",
+        " readlink -f /usr/local/cuda/lib64/libcudnn.so; python -c 'import torch; print(torch.__version__)';"
+        # MindSpore's libraries link OpenMP's runtime, which only g++ brought before.
+        " ldconfig -p | grep -q 'libgomp.so.1 ' && echo has-libgomp",
     )
     assert "no-toolchain" in out and "no-context" in out and "no-extra-ca" in out
+    assert "has-libgomp" in out
     assert "libcudnn.so.9" in out and "2.13.0" in out
 
 
@@ -113,7 +194,7 @@ def test_unchanged_image_is_not_rebuilt(client, workspace, fetcher, devel):
 
 
 def test_proxy_is_used_while_building_and_absent_from_the_image(
-    client, workspace, fetcher, proxy, monkeypatch
+    client, workspace, fetcher, proxy, monkeypatch, created
 ):
     seen, url = proxy
     for name in ("HTTP_PROXY", "https_proxy"):
@@ -121,7 +202,9 @@ def test_proxy_is_used_while_building_and_absent_from_the_image(
     spec = image_spec(workspace, "devel", ImageOptions(base_image=BASE))
     # The `system` stage without the layer cache: apt runs, through the loopback proxy (so the
     # build runs on the host network).
-    built = ensure_image(workspace, fetcher, spec, client=client, target="system", nocache=True)
+    built = created.image(
+        ensure_image(workspace, fetcher, spec, client=client, target="system", nocache=True)
+    )
     assert any("deb.debian.org" in u for u in seen), seen[:5]
     image = client.images.get(built.tag)
     assert not any(url in e or "PROXY" in e.upper() for e in image.attrs["Config"].get("Env") or [])
@@ -142,6 +225,10 @@ def test_outputs_are_owned_by_the_invoking_user(client, devel, tmp_path):
     run.run(["sh", "-c", "mkdir -p dist && touch dist/out"], {}, "touch")
     stat = (project / "dist" / "out").stat()
     assert (stat.st_uid, stat.st_gid) == (1234, 1234)
+    # The container's pip cache is the tests' own volume, removed when they end.
+    assert client.volumes.get(os.environ["OPFORGE_PIP_CACHE_VOLUME"]).name.startswith(
+        "opforge-test-pip-"
+    )
 
 
 def test_gpu_profile_compiles_and_links_in_devel(workspace, devel):
@@ -164,7 +251,7 @@ def test_gpu_profile_compiles_and_links_in_devel(workspace, devel):
     assert lib.stat().st_uid == os.getuid()
 
 
-def test_cpu_build_in_devel_then_tests_in_runtime(workspace, devel, runtime):
+def test_cpu_build_in_devel_then_tests_in_runtime(workspace, devel, runtime, tmp_path):
     built = opforge(
         workspace.root,
         "build",
@@ -177,10 +264,22 @@ def test_cpu_build_in_devel_then_tests_in_runtime(workspace, devel, runtime):
         "--quiet",
     )
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    tested = opforge(workspace.root, "test", "kernels", "torch-adapter", "--runner", "docker")
+    # A JUnit folder outside the project is mounted too (its reports were lost in the container).
+    junit = tmp_path / "junit"
+    tested = opforge(
+        workspace.root,
+        "test",
+        "kernels",
+        "torch-adapter",
+        "--runner",
+        "docker",
+        "--junit-dir",
+        str(junit),
+    )
     assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-3000:]
     assert f"[kernels] test in {runtime}" in tested.stdout
     assert tested.stdout.count(" passed") >= 2
+    assert sorted(p.name for p in junit.glob("*.xml")) == ["kernels.xml", "torch-adapter.xml"]
 
 
 def test_a_failing_step_in_a_container_shows_its_command_and_log(tmp_path, devel):
@@ -188,6 +287,7 @@ def test_a_failing_step_in_a_container_shows_its_command_and_log(tmp_path, devel
     api = project / "kernels" / "src" / "api.cpp"
     api.write_text(api.read_text() + "\nthis is not C++;\n")
     result = opforge(project, "build", "kernels", "--runner", "docker", "--quiet")
+    shutil.rmtree(project)
     assert result.returncode == 1
     assert "step build failed" in result.stdout + result.stderr
     assert "api.cpp" in result.stdout + result.stderr and "error" in result.stdout + result.stderr

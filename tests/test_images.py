@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from opforge.errors import ConfigError
+from opforge.errors import BuildError, ConfigError
+from opforge.images.build import LayerLog
 from opforge.images.context import assemble, opforge_requirements
+from opforge.images.debian import lock_text, parse_lock, toolkits
+from opforge.images.devcontainer import DOCKERFILE as DEVCONTAINER_DOCKERFILE
+from opforge.images.devcontainer import render as render_devcontainer
 from opforge.images.service import ImageOptions, image_spec
-from opforge.images.spec import load_combinations
+from opforge.images.spec import FLAVOURS, KINDS, load_combinations
 from opforge.project import Project
 from opforge.proxies import proxy_environment, uses_loopback
 from opforge.runners import resolve_runner
@@ -23,19 +30,138 @@ def project() -> Project:
 
 def test_versions_file_lists_cuda_13_pip_and_reasons_for_the_rest():
     combos = load_combinations(REPO / "images" / "versions.yaml")
-    assert [c.cuda for c in combos] == ["13.0", "12.8", "12.4", "11.8"]
+    assert {c.cuda for c in combos} == {"13.0", "12.8", "12.4", "11.8"}
     assert combos[0].pip is not None and "nvidia-cudnn-cu13" in combos[0].pip["devel"]
-    assert all(c.pip_reason for c in combos if c.pip is None)
+    for combo in combos:
+        assert combo.flavours(), combo
+        for flavour in FLAVOURS:
+            assert flavour in combo.flavours() or combo.reasons[flavour].strip()
+
+
+def test_cuda_11_8_and_12_4_come_from_debian_with_three_cudnn_each():
+    combos = load_combinations(REPO / "images" / "versions.yaml")
+    pins = project().load_pins().pins
+    for cuda, suite in (("11.8", "bookworm"), ("12.4", "trixie")):
+        debs = [c for c in combos if c.cuda == cuda and c.deb is not None]
+        assert len({c.cudnn for c in debs}) >= 3
+        for combo in debs:
+            assert combo.flavours()[0] == "deb" and combo.debian.suite == suite
+            (cudnn,) = combo.deb["devel"]
+            assert combo.deb["runtime"] == (cudnn,)
+            # The pin is the cuDNN the combination names: nvidia_cudnn_cu11-8.9.6.50-...
+            assert pins[cudnn].filename.split("-")[1].startswith(combo.cudnn + ".")
+
+
+def test_every_debian_lock_holds_what_versions_yaml_asks_for():
+    for toolkit in toolkits(REPO / "images" / "versions.yaml"):
+        for kind in KINDS:
+            path = toolkit.lock_path(REPO / "images", kind)
+            entries = {name: version for name, version, *_ in parse_lock(path.read_text(), path)}
+            for request in toolkit.packages[kind]:
+                name, _, version = request.partition("=")
+                assert entries.get(name) == version, (path, request)
+            assert all(p.startswith("pool/") for *_, p in parse_lock(path.read_text(), path))
+
+
+def test_a_malformed_lock_line_names_file_and_line():
+    text = "# header\nlibfoo 1.0 abc 12 pool/f.deb\n"
+    with pytest.raises(ConfigError, match=r"x\.lock:2: not a lock line") as raised:
+        parse_lock(text, "x.lock")
+    assert "opforge images lock-debs" in raised.value.hint
+
+
+def test_lock_text_keeps_what_apt_resolved_under_a_header():
+    toolkit = toolkits(REPO / "images" / "versions.yaml", "11.8")[0]
+    line = "libcudart11.0 11.8.89~11.8.0-5~deb12u1 " + "a" * 64 + " 170000 pool/non-free/x.deb"
+    text = lock_text(toolkit, "runtime", "opforge-base:bookworm", line + "\n")
+    assert text.splitlines()[-1] == line
+    assert "asked for: libcudart11.0=" in text and "do not edit" in text
+    with pytest.raises(BuildError, match="resolved no packages"):
+        lock_text(toolkit, "runtime", "opforge-base:bookworm", "")
 
 
 def test_a_combination_without_pip_reason_is_refused(tmp_path):
     path = tmp_path / "versions.yaml"
     path.write_text(
-        "combinations:\n  - cuda: '12.4'\n    cudnn: '9.1'\n    pip: null\n"
+        "combinations:\n  - cuda: '12.4'\n    cudnn: '9.1'\n    pip: null\n    deb_reason: x\n"
         "    ngc: {devel: {image: a}, runtime: {image: b}}\n"
     )
     with pytest.raises(ConfigError, match=r"combinations\[0\]: `pip: null` needs a `pip_reason`"):
         load_combinations(path)
+
+
+def test_a_deb_combination_needs_its_debian_toolkit(tmp_path):
+    path = tmp_path / "versions.yaml"
+    path.write_text(
+        "combinations:\n  - cuda: '12.6'\n    cudnn: '9.1'\n    pip_reason: x\n    ngc_reason: y\n"
+        "    deb: {devel: [a], runtime: [a]}\n"
+    )
+    with pytest.raises(ConfigError, match=r"needs the Debian toolkit `debian\.12\.6`"):
+        load_combinations(path)
+
+
+def test_a_flavour_the_combination_lacks_says_why_and_which_to_use():
+    with pytest.raises(ConfigError) as raised:
+        image_spec(project(), "devel", ImageOptions(flavour="pip", cuda="11.8", cudnn="8.9"))
+    assert "has no pip flavour: the CUDA 11 nvcc wheels" in raised.value.message
+    assert raised.value.hint == "use --flavour deb"
+
+
+def test_the_base_image_takes_the_flavours_debian_suite():
+    def base(flavour, cuda, cudnn, given):
+        options = ImageOptions(flavour=flavour, cuda=cuda, cudnn=cudnn, base_image=given)
+        return image_spec(project(), "runtime", options).base_image
+
+    assert base("deb", "12.4", "9.8", None) == "debian:trixie-slim"
+    assert base("deb", "11.8", "9.1", "opforge-base:{suite}") == "opforge-base:bookworm"
+    assert base("pip", "13.0", "9.27", "opforge-base:{suite}") == "opforge-base:bookworm"
+    assert base("pip", "13.0", "9.13", "my/base:1") == "my/base:1"
+
+
+def test_images_list_names_each_flavours_source_or_reason():
+    out = subprocess.run(
+        [sys.executable, "-m", "opforge", "images", "list"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = {tuple(line.split()[1:4:2]): line for line in out.stdout.splitlines()}
+    assert "deb: Debian bookworm + cuDNN wheel" in lines[("11.8", "8.9")]
+    assert "no pip: the CUDA 11 nvcc wheels" in lines[("11.8", "8.9")]
+    assert "no ngc: no nvidia/cuda image" in lines[("13.0", "9.28")]
+
+
+def test_the_devcontainer_dockerfile_is_rendered_from_the_pip_one():
+    committed = (REPO / DEVCONTAINER_DOCKERFILE).read_text()
+    assert committed == render_devcontainer(REPO / "images")
+    assert "COPY context/" not in committed
+    assert "FROM ${BASE_IMAGE} AS opforge-context" in committed
+    assert "opforge images context --kind devel" in committed
+
+
+def test_layer_log_keeps_only_the_images_a_build_created():
+    log = LayerLog()
+    for line in [
+        "Step 1/5 : FROM base AS one",
+        " ---> 111111111111",
+        "Step 2/5 : RUN make",
+        " ---> Using cache",
+        " ---> 222222222222",
+        "Step 3/5 : ARG KEEP_CA=0",
+        " ---> Running in 999999999999",
+        " ---> 333333333333",
+        "Step 4/5 : FROM one AS two",
+        " ---> 333333333333",
+        "Step 5/5 : COPY a b",
+        " ---> 444444444444",
+        # The devcontainers CLI's log: a timestamp before each line; a step that failed.
+        "[2026-11-22T22:14:56.745Z] Step 6/7 : RUN false",
+        "[2026-11-22T22:14:56.745Z]  ---> Running in 555555555555",
+    ]:
+        log.feed(line)
+    assert log.created == ["333333333333", "444444444444"]
+    assert log.containers == ["999999999999", "555555555555"]
 
 
 def test_unknown_cuda_names_the_known_ones():
@@ -90,6 +216,39 @@ def test_context_pins_every_cuda_wheel_by_hash_and_validates_the_ca(tmp_path, of
         _context(tmp_path, offline_pins_fetcher, extra_ca=tmp_path / "missing.pem")
 
 
+@pytest.mark.slow
+def test_deb_context_carries_the_locks_and_only_the_cudnn_wheel(tmp_path, offline_pins_fetcher):
+    images = tmp_path / "images"
+    shutil.copytree(REPO / "images", images)
+    spec = image_spec(
+        project(), "devel", ImageOptions(flavour="deb", cuda="11.8", cudnn="9.10", find_links=())
+    )
+    pins = project().load_pins()
+
+    def context():
+        return assemble(spec, images, tmp_path / "ctx", pins, offline_pins_fetcher, "sha256:b")
+
+    ctx = context()
+    files = ctx.path / "context"
+    for kind in KINDS:
+        lock = spec.combination.debian.lock_path(images, kind)
+        assert (files / f"debs-{kind}.lock").read_bytes() == lock.read_bytes()
+        (line,) = (files / f"pinned-{kind}.txt").read_text().splitlines()
+        assert "nvidia_cudnn_cu11-9.10.2.21" in line and "--hash=sha256:e69235a0" in line
+    assert (files / "debs.sh").read_bytes() == (REPO / "images/scripts/debs.sh").read_bytes()
+    assert (
+        (ctx.path / "Dockerfile").read_text().startswith("# opforge devel and runtime images, deb")
+    )
+    # Another lock (the archive moved on, re-locked): another image.
+    lock = spec.combination.debian.lock_path(images, "runtime")
+    lock.write_text(lock.read_text() + "# re-locked\n")
+    assert context().digest != ctx.digest
+    lock.unlink()
+    with pytest.raises(ConfigError, match=r"bookworm-cuda11\.8-runtime\.lock is missing") as raised:
+        context()
+    assert raised.value.hint == "run `opforge images lock-debs --cuda 11.8`"
+
+
 def test_requirements_come_from_opforge_metadata():
     plain = opforge_requirements()
     with_build = opforge_requirements(("build",))
@@ -114,3 +273,32 @@ def test_auto_runner_says_why(monkeypatch):
     runner, why = resolve_runner("auto")
     assert runner == "host" and why.startswith("auto: no Docker engine answers")
     assert resolve_runner("docker") == ("docker", "as asked")
+
+
+def test_check_pinned_refuses_a_displaced_pin_and_a_second_cudnn(tmp_path):
+    """images/scripts/check-pinned.py, as the image build runs it after the requirements."""
+    from importlib import metadata
+
+    script = REPO / "images" / "scripts" / "check-pinned.py"
+    pyyaml = metadata.version("pyyaml")
+    cudnn = [
+        (d.metadata["Name"].replace("-", "_"), d.version)
+        for d in metadata.distributions()
+        if d.metadata["Name"].lower().startswith("nvidia-cudnn")
+    ]
+
+    def check(lines):
+        listed = tmp_path / "pinned.txt"
+        listed.write_text(
+            "".join(f"/ctx/pinned/{n}-{v}-py3-none-any.whl --hash=sha256:0\n" for n, v in lines)
+        )
+        return subprocess.run([sys.executable, script, listed], capture_output=True, text=True)
+
+    intact = check([("PyYAML", pyyaml), *cudnn])
+    assert intact.returncode == 0, intact.stderr
+    displaced = check([("PyYAML", "0.1"), *cudnn])
+    assert displaced.returncode == 1
+    assert f"pyyaml 0.1 (pinned) is now {pyyaml}" in displaced.stderr
+    if cudnn:  # this environment has a cuDNN wheel: unpinned, it is a second cuDNN
+        second = check([("PyYAML", pyyaml)])
+        assert second.returncode == 1 and "came with the requirements besides" in second.stderr

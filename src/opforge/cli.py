@@ -266,8 +266,8 @@ def cmd_ci_run_cell(args: argparse.Namespace) -> int:
     from opforge.ci.cell import run_cell
 
     cell = _matrix(args).cell(args.cell)
-    cache = Path(args.image_cache) if args.image_cache else None
-    run_cell(cell, Path(args.junit_dir), cache, dry_run=args.dry_run)
+    cache = Path(args.image_cache).resolve() if args.image_cache else None
+    run_cell(cell, Path(args.junit_dir).resolve(), cache, args.dry_run, _project(args).root)
     return 0
 
 
@@ -275,11 +275,7 @@ def cmd_ci_report(args: argparse.Namespace) -> int:
     """The cells' JUnit reports as one table."""
     from opforge.ci.report import collect, table
 
-    root = Path(args.reports)
-    if not root.is_dir():
-        _err(f"opforge: error: no report folder {root}")
-        return 1
-    print(table(collect(root), args.format), end="")
+    print(table(collect(Path(args.reports)), args.format), end="")
     return 0
 
 
@@ -309,12 +305,23 @@ def cmd_images_context(args: argparse.Namespace) -> int:
 
 def cmd_images_list(args: argparse.Namespace) -> int:
     """The combinations of images/versions.yaml and what each flavour offers."""
+    from opforge.images.service import describe
     from opforge.images.spec import load_combinations
 
+    for combo in load_combinations(_project(args).root / "images" / "versions.yaml"):
+        print(describe(combo))
+    return 0
+
+
+def cmd_images_lock_debs(args: argparse.Namespace) -> int:
+    """Resolve the deb flavour's Debian packages in the suite's base and write their locks."""
+    from opforge.images.build import docker_client
+    from opforge.images.debian import lock_debs
+
     project = _project(args)
-    for combo in load_combinations(project.root / "images" / "versions.yaml"):
-        pip = "pip: yes" if combo.pip else f"pip: no ({combo.pip_reason})"
-        print(f"cuda {combo.cuda:5} cudnn {combo.cudnn:5} ngc: {combo.ngc['devel'].image}  {pip}")
+    base = args.base_image or os.environ.get("BASE_IMAGE")
+    for path in lock_debs(docker_client(), project.root / "images", args.cuda, base):
+        print(f"wrote {path.relative_to(project.root)}")
     return 0
 
 
@@ -595,6 +602,14 @@ def build_parser() -> argparse.ArgumentParser:
         "lock", help="record the ngc base images' digests where a registry answers"
     )
     ilock.set_defaults(func=cmd_images_lock)
+    ldebs = isub.add_parser(
+        "lock-debs", help="resolve the deb flavour's Debian packages and write images/debian/*.lock"
+    )
+    ldebs.add_argument("--cuda", help="one toolkit's CUDA version (default: every one)")
+    ldebs.add_argument(
+        "--base-image", help="base to resolve on (default: $BASE_IMAGE or debian:{suite}-slim)"
+    )
+    ldebs.set_defaults(func=cmd_images_lock_debs)
 
     dist = sub.add_parser("dist", help="the wheels a build wrote to dist/")
     dsub = dist.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -622,7 +637,8 @@ def _image_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cuda", help="CUDA version (default: the first in images/versions.yaml)")
     parser.add_argument("--cudnn", help="cuDNN version (default: the one paired with --cuda)")
     parser.add_argument(
-        "--base-image", help="pip flavour base (default: $BASE_IMAGE or debian:bookworm-slim)"
+        "--base-image",
+        help="pip/deb flavour base, {suite} filled in (default: $BASE_IMAGE or debian:{suite}-slim)",
     )
     parser.add_argument(
         "--extra-ca",
@@ -633,7 +649,8 @@ def _image_flags(parser: argparse.ArgumentParser) -> None:
         "--framework",
         action="append",
         metavar="REQ",
-        help="framework requirement for the image, repeatable (default: torch==2.13.0)",
+        help="framework requirement for the image, repeatable; `none`: no framework "
+        "(default: torch==2.13.0)",
     )
     parser.add_argument(
         "--find-links",

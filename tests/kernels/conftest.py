@@ -1,5 +1,6 @@
 """The kernel library, built once per test session through `opforge build` (or, with
-OPFORGE_TEST_DIST=1, the one already in dist/)."""
+OPFORGE_TEST_DIST=<profile>, the one that profile's build left in dist/: a GPU build serves the
+CPU tests too, which is how a matrix cell tests its GPU build in a runtime image without a GPU)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from tests.test_build import copy_project, opforge
 
 
 def _built_library(tmp_path_factory, profile: str) -> KernelLibrary:
-    if os.environ.get("OPFORGE_TEST_DIST"):
+    dist = os.environ.get("OPFORGE_TEST_DIST")
+    if dist:
         # A runtime image has no compiler: test the library the build left in dist/.
-        path = library_path(REPO, profile)
+        path = library_path(REPO, dist if dist in ("cpu", "gpu") else profile)
         if not path.exists():
             pytest.fail(f"OPFORGE_TEST_DIST is set but {path} does not exist: build it first")
         return load_library(path)
@@ -30,7 +32,7 @@ def _built_library(tmp_path_factory, profile: str) -> KernelLibrary:
 def cpu_library(tmp_path_factory) -> KernelLibrary:
     """The CPU build of libopforge_kernels, loaded through opforge.kernels.abi."""
     library = _built_library(tmp_path_factory, "cpu")
-    assert not library.has_cuda
+    assert not library.has_cuda or os.environ.get("OPFORGE_TEST_DIST") == "gpu"
     return library
 
 

@@ -1,4 +1,5 @@
-"""``ci/matrix.yaml``: axes, exclude rules with reasons, and the cells they leave."""
+"""``ci/matrix.yaml``: each CUDA's cuDNN versions crossed with the frameworks, exclude rules
+with reasons, and the cells they leave."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ class Cell:
     framework: str
     excluded: str | None = None
     flavour: str = "pip"
+    # Requirements installed with the framework (MindSpore: numpy<2).
+    framework_with: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -36,19 +39,24 @@ class Cell:
         return re.split(r"[=<>!~ ]", self.framework, maxsplit=1)[0]
 
     @property
-    def targets(self) -> tuple[str, ...]:
-        """The recipes this cell builds and tests."""
-        adapter = {"torch": "torch-adapter", "mindspore": "mindspore-adapter"}[self.framework_name]
-        return ("kernels", adapter)
+    def requirements(self) -> tuple[str, ...]:
+        """What the cell's images install as the framework."""
+        return (self.framework, *self.framework_with)
+
+    @property
+    def adapter(self) -> str | None:
+        """The recipe of the cell's framework adapter (None: the images carry no framework)."""
+        return {"torch": "torch-adapter", "mindspore": "mindspore-adapter"}.get(self.framework_name)
 
 
 @dataclass(frozen=True)
 class Matrix:
-    """The parsed matrix: runner labels and every cell."""
+    """The parsed matrix: runner labels, every cell, and the cell per-submission CI runs."""
 
     path: Path
     runner: tuple[str, ...]
     cells: tuple[Cell, ...]
+    ci_cell: str | None = None
 
     @property
     def included(self) -> list[Cell]:
@@ -76,18 +84,32 @@ def _matches(rule: dict, values: dict[str, str]) -> bool:
     return True
 
 
-def load_matrix(path: Path, versions: Path) -> Matrix:
-    """Read the matrix; every exclude needs a reason, every included cell an image."""
-    try:
-        data = parse_yaml(path, path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("axes"), dict):
-        raise ConfigError(f"{path}: expected `axes:` with {', '.join(AXES)}")
-    axes = data["axes"]
-    for axis in AXES:
-        if not isinstance(axes.get(axis), list) or not axes[axis]:
-            raise ConfigError(f"{path}: axes.{axis}: expected a non-empty list")
+def _frameworks(path: Path, data: dict) -> list[tuple[str, tuple[str, ...]]]:
+    raw = data.get("frameworks")
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"{path}: expected a non-empty `frameworks:` list")
+    found = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict) or not str(entry.get("requirement") or "").strip():
+            raise ConfigError(
+                f"{path}: frameworks[{i}]: expected `requirement:` (and optionally `with:`)",
+                hint='e.g. {requirement: "torch==2.13.0"}',
+            )
+        found.append((str(entry["requirement"]), tuple(str(w) for w in entry.get("with") or [])))
+    return found
+
+
+def _cudnn_per_cuda(path: Path, data: dict) -> dict[str, list[str]]:
+    raw = data.get("cuda")
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError(f"{path}: expected `cuda:` mapping each CUDA version to its cuDNN list")
+    for cuda, cudnns in raw.items():
+        if not isinstance(cudnns, list) or not cudnns:
+            raise ConfigError(f"{path}: cuda.{cuda}: expected a non-empty list of cuDNN versions")
+    return {str(cuda): [str(c) for c in cudnns] for cuda, cudnns in raw.items()}
+
+
+def _rules(path: Path, data: dict) -> list[tuple[dict, str]]:
     rules = []
     for i, rule in enumerate(data.get("exclude") or []):
         where = f"{path}: exclude[{i}]"
@@ -103,20 +125,40 @@ def load_matrix(path: Path, versions: Path) -> Matrix:
                 f"{where}.match.{unknown[0]}: unknown axis", hint=f"axes: {', '.join(AXES)}"
             )
         rules.append((rule["match"], str(rule["reason"]).strip()))
+    return rules
+
+
+def load_matrix(path: Path, versions: Path) -> Matrix:
+    """Read the matrix; every exclude needs a reason, every included cell an image."""
+    try:
+        data = parse_yaml(path, path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected `cuda:`, `frameworks:` and `exclude:`")
+    cudnn_per_cuda = _cudnn_per_cuda(path, data)
+    frameworks = _frameworks(path, data)
+    rules = _rules(path, data)
     combos: dict[tuple[str, str], Combination] = {
         (c.cuda, c.cudnn): c for c in load_combinations(versions)
     }
     cells = []
-    for cuda, cudnn, framework in itertools.product(*(map(str, axes[a]) for a in AXES)):
-        values = {"cuda": cuda, "cudnn": cudnn, "framework": framework}
-        reason = next((why for match, why in rules if _matches(match, values)), None)
-        combo = combos.get((cuda, cudnn))
-        if reason is None and combo is None:
-            raise ConfigError(
-                f"{path}: cell cuda {cuda} + cudnn {cudnn} + {framework} has no image in {versions}",
-                hint="add the combination to images/versions.yaml or exclude the cell with a reason",
-            )
-        flavour = "pip" if combo is not None and combo.pip is not None else "ngc"
-        cells.append(Cell(cuda, cudnn, framework, reason, flavour))
+    for cuda, cudnns in cudnn_per_cuda.items():
+        for cudnn, (framework, extra) in itertools.product(cudnns, frameworks):
+            values = {"cuda": cuda, "cudnn": cudnn, "framework": framework}
+            reason = next((why for match, why in rules if _matches(match, values)), None)
+            combo = combos.get((cuda, cudnn))
+            if reason is None and combo is None:
+                raise ConfigError(
+                    f"{path}: cell cuda {cuda} + cudnn {cudnn} + {framework} has no image in "
+                    f"{versions}",
+                    hint="add the combination to images/versions.yaml or exclude the cell with "
+                    "a reason",
+                )
+            flavour = combo.flavours()[0] if combo is not None and combo.flavours() else "pip"
+            cells.append(Cell(cuda, cudnn, framework, reason, flavour, extra))
     runner = tuple(str(label) for label in data.get("runner") or ["self-hosted", "gpu"])
-    return Matrix(path, runner, tuple(cells))
+    matrix = Matrix(path, runner, tuple(cells), data.get("ci_cell"))
+    if matrix.ci_cell is not None:
+        matrix.cell(matrix.ci_cell)  # an unknown or excluded ci_cell is an error here
+    return matrix

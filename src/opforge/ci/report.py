@@ -31,6 +31,11 @@ class CellResult:
 def collect(root: Path) -> list[CellResult]:
     """Totals per cell: each ``*.xml`` under ``root`` counts for the cell named by the first
     folder below ``root`` (``cell-<id>/...`` as the workflow downloads them, or ``<id>/``)."""
+    if not root.is_dir():
+        raise ConfigError(
+            f"no report folder {root}",
+            hint="give the folder the cells' reports were downloaded to (one sub-folder per cell)",
+        )
     results: dict[str, CellResult] = {}
     for path in sorted(root.rglob("*.xml")):
         first = path.relative_to(root).parts[0]
@@ -38,7 +43,10 @@ def collect(root: Path) -> list[CellResult]:
         try:
             tree = ET.parse(path)
         except ET.ParseError as exc:
-            raise ConfigError(f"{path}: not a JUnit XML report ({exc})") from None
+            raise ConfigError(
+                f"{path}: not a JUnit XML report ({exc})",
+                hint="remove the file or re-run the cell that wrote it (pytest --junitxml)",
+            ) from None
         suites = tree.getroot()
         suites = [suites] if suites.tag == "testsuite" else suites.findall("testsuite")
         result = results.setdefault(cell, CellResult(cell))

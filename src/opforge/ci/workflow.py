@@ -66,12 +66,13 @@ def workflow(matrix: Matrix) -> dict:
             "run": 'opforge ci run-cell "$CELL" --junit-dir reports --image-cache .cache/images',
         },
         {
-            "name": "Upload wheels, manifest and test reports",
+            "name": "Upload wheels, GPU libraries, manifest, test reports and build record",
             "if": "always()",
             "uses": UPLOAD,
             "with": {
                 "name": "cell-${{ matrix.cell }}",
-                "path": "dist/*.whl\ndist/manifest.json\nreports/\n",
+                "path": "dist/*.whl\ndist/gpu/lib/libopforge_kernels.so*\n"
+                "dist/gpu/python/opforge/mindspore/_aot_cuda.so\ndist/manifest.json\nreports/\n",
                 "if-no-files-found": "warn",
             },
         },

@@ -43,10 +43,46 @@ def docker_client():
 
 @dataclass(frozen=True)
 class BuiltImage:
-    """An image tag and whether this call built it (False: an identical one existed)."""
+    """An image tag, whether this call built it (False: an identical one existed), and the IDs
+    of the images the build created (every stage's steps that were not served from the cache)."""
 
     tag: str
     built: bool
+    created: tuple[str, ...] = ()
+
+
+class LayerLog:
+    """Reads the classic builder's log and keeps the IDs of the images its steps created, and of
+    the containers its steps ran in.
+
+    Each step ends with `` ---> <id>``; a step served from the layer cache says ``Using cache``
+    first, and a ``FROM`` step's ID is the base or an earlier stage: neither was created here.
+    Cleaning up after a build removes exactly these (never images another build made). Lines may
+    carry a ``[timestamp]`` prefix (the devcontainers CLI's log).
+    """
+
+    _PREFIX = re.compile(r"^\[[0-9T:.Z-]+\]")
+    _STEP = re.compile(r"^\s*Step \d+/\d+ : (\S+)")
+    _ID = re.compile(r"^\s*---> ([0-9a-f]{12})\s*$")
+    _CONTAINER = re.compile(r"^\s*---> Running in ([0-9a-f]{12})\s*$")
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+        self.containers: list[str] = []
+        self._owned = False
+
+    def feed(self, line: str) -> None:
+        """Take one line of the build's output."""
+        line = self._PREFIX.sub("", line)
+        if step := self._STEP.match(line):
+            self._owned = step.group(1).upper() != "FROM"
+        elif line.strip() == "---> Using cache":
+            self._owned = False
+        elif container := self._CONTAINER.match(line):
+            self.containers.append(container.group(1))
+        elif (found := self._ID.match(line)) and self._owned:
+            self.created.append(found.group(1))
+            self._owned = False
 
 
 def resolve_base(client, spec: ImageSpec) -> tuple[str, str]:
@@ -111,6 +147,7 @@ def build_image(
     )
     buildargs = {"BASE_IMAGE": base_ref, "KEEP_CA": "1" if spec.keep_ca else "0", **proxies}
     tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+    layers = LayerLog()
     try:
         stream = client.api.build(
             path=str(context.path),
@@ -135,7 +172,38 @@ def build_image(
             for line in _ANSI.sub("", chunk.get("stream", "")).splitlines():
                 if line.strip():
                     tail.append(line)
+                    layers.feed(line)
                     say(line)
     except APIError as exc:
         raise BuildError(f"image {spec.name}: the Docker engine refused the build: {exc}") from None
-    return BuiltImage(tag, True)
+    return BuiltImage(tag, True, tuple(layers.created))
+
+
+def remove_built(
+    client, tags: list[str], created: list[str], containers: list[str] = ()
+) -> list[str]:
+    """Remove ``tags`` and the images a build created (``LayerLog.created``), newest first, after
+    the containers its steps ran in that are still there (a failed step's).
+
+    An image another tag or container still uses is left alone (Docker refuses, and so do we):
+    only what this build made goes. Returns what was removed.
+    """
+    from docker.errors import APIError, ImageNotFound, NotFound
+
+    removed = []
+    for container in containers:
+        try:
+            client.containers.get(container).remove(force=True)
+            removed.append(container)
+        except NotFound:
+            continue
+    for ref in [*tags, *reversed(created)]:
+        try:
+            client.images.remove(ref)
+            removed.append(ref)
+        except ImageNotFound:
+            continue
+        except APIError as exc:
+            if exc.status_code != 409:  # 409: in use by another image or a container
+                raise
+    return removed

@@ -53,6 +53,19 @@ def _link_or_copy(source: Path, dest: Path) -> None:
         shutil.copyfile(source, dest)
 
 
+def _debian_lock(spec: ImageSpec, images_dir: Path, kind: str) -> Path:
+    toolkit = spec.combination.debian
+    if toolkit is None:
+        raise spec.combination.missing("deb")
+    lock = toolkit.lock_path(images_dir, kind)
+    if not lock.is_file():
+        raise ConfigError(
+            f"{lock} is missing: the deb flavour installs only locked Debian packages",
+            hint=f"run `opforge images lock-debs --cuda {toolkit.cuda}`",
+        )
+    return lock
+
+
 def assemble(
     spec: ImageSpec,
     images_dir: Path,
@@ -78,29 +91,30 @@ def assemble(
 
     shutil.copyfile(dockerfile, staging / "Dockerfile")
     record("dockerfile", dockerfile.read_bytes())
-    script = images_dir / "scripts" / "expose-cuda.sh"
-    shutil.copyfile(script, ctx / "expose-cuda.sh")
-    record("expose-cuda", script.read_bytes())
+    scripts = ["expose-cuda.sh", "check-pinned.py"] + (["debs.sh"] if spec.flavour == "deb" else [])
+    for name in scripts:
+        script = images_dir / "scripts" / name
+        shutil.copyfile(script, ctx / name)
+        record(name, script.read_bytes())
     record("spec", f"{spec.kind} {spec.flavour} {base_id} keep_ca={spec.keep_ca}".encode())
 
     for kind in ("devel", "runtime"):
+        if spec.flavour == "deb":
+            lock = _debian_lock(spec, images_dir, kind)
+            shutil.copyfile(lock, ctx / f"debs-{kind}.lock")
+            record(f"debs-{kind}", lock.read_bytes())
         lines = []
-        if spec.flavour == "pip":
-            if spec.combination.pip is None:
+        for name in spec.combination.wheel_pins(spec.flavour, kind):
+            if name not in pins.pins:
                 raise ConfigError(
-                    f"cuda {spec.combination.cuda} has no pip flavour: {spec.combination.pip_reason}",
-                    hint="use --flavour ngc for it",
+                    f"images/versions.yaml names pin {name!r}, which is not in {pins.path.name}",
+                    hint=f"add {name} to {pins.path.name} (sha256 from the index) or fix the name",
                 )
-            for name in spec.combination.pip[kind]:
-                if name not in pins.pins:
-                    raise ConfigError(
-                        f"images/versions.yaml names pin {name!r}, which is not in {pins.path.name}"
-                    )
-                pin = pins.pins[name]
-                target = ctx / "pinned" / pin.filename
-                if not target.exists():
-                    _link_or_copy(fetcher.fetch(pin), target)
-                lines.append(f"/ctx/pinned/{pin.filename} --hash=sha256:{pin.sha256}")
+            pin = pins.pins[name]
+            target = ctx / "pinned" / pin.filename
+            if not target.exists():
+                _link_or_copy(fetcher.fetch(pin), target)
+            lines.append(f"/ctx/pinned/{pin.filename} --hash=sha256:{pin.sha256}")
         text = "\n".join(lines) + "\n"
         (ctx / f"pinned-{kind}.txt").write_text(text)
         record(f"pinned-{kind}", text.encode())

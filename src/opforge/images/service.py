@@ -9,9 +9,11 @@ from pathlib import Path
 
 from opforge.images.build import BuiltImage, build_image, docker_client
 from opforge.images.spec import (
-    DEFAULT_BASE,
     DEFAULT_FRAMEWORKS,
+    NO_FRAMEWORK,
+    Combination,
     ImageSpec,
+    base_for,
     find_combination,
     load_combinations,
 )
@@ -47,12 +49,18 @@ def default_find_links() -> tuple[Path, ...]:
 def image_spec(project: Project, kind: str, options: ImageOptions) -> ImageSpec:
     """The spec for ``kind`` under ``options`` (versions from images/versions.yaml)."""
     combos = load_combinations(project.root / "images" / "versions.yaml")
+    combination = find_combination(combos, options.cuda, options.cudnn)
+    if options.flavour not in combination.flavours():
+        raise combination.missing(options.flavour)
+    base = options.base_image or os.environ.get("BASE_IMAGE")
     return ImageSpec(
         kind=kind,
         flavour=options.flavour,
-        combination=find_combination(combos, options.cuda, options.cudnn),
-        base_image=options.base_image or os.environ.get("BASE_IMAGE") or DEFAULT_BASE,
-        frameworks=DEFAULT_FRAMEWORKS if options.frameworks is None else options.frameworks,
+        combination=combination,
+        base_image=base_for(options.flavour, combination, base),
+        frameworks=DEFAULT_FRAMEWORKS
+        if options.frameworks is None
+        else tuple(f for f in options.frameworks if f != NO_FRAMEWORK),
         keep_ca=options.keep_ca,
         extra_ca=options.extra_ca if options.extra_ca is not None else default_extra_ca(),
         find_links=default_find_links() if options.find_links is None else options.find_links,
@@ -86,7 +94,7 @@ def lock_report(project: Project) -> list[tuple[str, str, str]]:
     """(combination, image, status) for every ngc base: pinned by digest or unpinned."""
     rows = []
     for combo in load_combinations(project.root / "images" / "versions.yaml"):
-        for kind, ngc in combo.ngc.items():
+        for kind, ngc in (combo.ngc or {}).items():
             label = f"cuda {combo.cuda} cudnn {combo.cudnn} {kind}"
             if ngc.digest:
                 rows.append((label, ngc.image, f"pinned {ngc.digest}"))
@@ -101,10 +109,23 @@ def resolve_digests(project: Project, client) -> list[tuple[str, str, str]]:
 
     found = []
     for combo in load_combinations(project.root / "images" / "versions.yaml"):
-        for ngc in combo.ngc.values():
+        for ngc in (combo.ngc or {}).values():
             try:
                 data = client.images.get_registry_data(ngc.image)
                 found.append((ngc.image, data.id, ""))
             except DockerException as exc:
                 found.append((ngc.image, "", f"registry did not answer ({type(exc).__name__})"))
     return found
+
+
+def describe(combo: Combination) -> str:
+    """One line for ``images list``: the combination and each flavour's source or reason."""
+    parts = []
+    if combo.pip is not None:
+        parts.append("pip: PyPI wheels")
+    if combo.debian is not None:
+        parts.append(f"deb: Debian {combo.debian.suite} + cuDNN wheel")
+    if combo.ngc is not None:
+        parts.append(f"ngc: {combo.ngc['devel'].image}")
+    missing = [f"no {f}: {why}" for f, why in combo.reasons.items()]
+    return f"cuda {combo.cuda:5} cudnn {combo.cudnn:5} " + "; ".join(parts + missing)

@@ -9,10 +9,16 @@ from opforge.errors import ConfigError
 from opforge.yamlfile import parse_yaml
 
 KINDS = ("devel", "runtime")
-FLAVOURS = ("pip", "ngc")
-DEFAULT_BASE = "debian:bookworm-slim"
+# In the order a cell picks them: those that need no container registry first.
+FLAVOURS = ("pip", "deb", "ngc")
+# `{suite}` is the Debian suite the flavour needs (the pip flavour's wheels run on bookworm), so
+# one BASE_IMAGE value (e.g. opforge-base:{suite}) serves every combination.
+DEFAULT_BASE = "debian:{suite}-slim"
+PIP_SUITE = "bookworm"
 # The torch the images carry by default: the CPU adapter builds and tests against it.
 DEFAULT_FRAMEWORKS = ("torch==2.13.0",)
+# `--framework none`: an image without a framework (the kernel library needs none).
+NO_FRAMEWORK = "none"
 
 
 @dataclass(frozen=True)
@@ -24,14 +30,59 @@ class NgcImage:
 
 
 @dataclass(frozen=True)
+class DebianToolkit:
+    """A CUDA toolkit from Debian's archive: its suite and the packages asked for per kind.
+
+    Everything apt adds for them is fixed, with versions and sha256, by the kind's lock file.
+    """
+
+    cuda: str
+    suite: str
+    packages: dict[str, tuple[str, ...]]
+
+    def lock_path(self, images_dir: Path, kind: str) -> Path:
+        """``images/debian/<suite>-cuda<X>-<kind>.lock``."""
+        return images_dir / "debian" / f"{self.suite}-cuda{self.cuda}-{kind}.lock"
+
+
+@dataclass(frozen=True)
 class Combination:
-    """One CUDA x cuDNN pair and how each flavour provides it."""
+    """One CUDA x cuDNN pair and how each flavour provides it (or why it cannot)."""
 
     cuda: str
     cudnn: str
-    ngc: dict[str, NgcImage]
+    ngc: dict[str, NgcImage] | None
     pip: dict[str, tuple[str, ...]] | None
-    pip_reason: str | None = None
+    deb: dict[str, tuple[str, ...]] | None = None
+    debian: DebianToolkit | None = None
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pip_reason(self) -> str | None:
+        """Why the pip flavour cannot make this combination (None when it can)."""
+        return self.reasons.get("pip")
+
+    def flavours(self) -> list[str]:
+        """The flavours that provide this combination, registry-free ones first."""
+        return [f for f in FLAVOURS if getattr(self, f) is not None]
+
+    def wheel_pins(self, flavour: str, kind: str) -> tuple[str, ...]:
+        """The pinned wheels (checksums.yaml names) ``flavour`` installs into a ``kind`` image."""
+        wheels = {"pip": self.pip, "deb": self.deb, "ngc": None}[flavour]
+        if flavour != "ngc" and wheels is None:
+            raise self.missing(flavour)
+        return wheels[kind] if wheels else ()
+
+    def missing(self, flavour: str) -> ConfigError:
+        """The error for asking this combination of a flavour it lacks."""
+        offered = self.flavours()
+        return ConfigError(
+            f"cuda {self.cuda} + cudnn {self.cudnn} has no {flavour} flavour: "
+            f"{self.reasons.get(flavour, 'not in images/versions.yaml')}",
+            hint=f"use --flavour {offered[0]}"
+            if offered
+            else "add a flavour in images/versions.yaml",
+        )
 
 
 @dataclass(frozen=True)
@@ -55,6 +106,36 @@ class ImageSpec:
         )
 
 
+def base_for(flavour: str, combination: Combination, base_image: str | None) -> str:
+    """The base image for a flavour: ``base_image`` (or the default) with ``{suite}`` filled."""
+    if flavour == "deb":
+        if combination.debian is None:
+            raise combination.missing("deb")
+        suite = combination.debian.suite
+    else:
+        suite = PIP_SUITE
+    return (base_image or DEFAULT_BASE).replace("{suite}", suite)
+
+
+def _wheels(raw: dict, key: str) -> dict[str, tuple[str, ...]] | None:
+    value = raw.get(key)
+    return None if value is None else {kind: tuple(value[kind]) for kind in KINDS}
+
+
+def _toolkits(path: Path, data: dict) -> dict[str, DebianToolkit]:
+    toolkits = {}
+    for cuda, raw in (data.get("debian") or {}).items():
+        try:
+            packages = {kind: tuple(str(p) for p in raw[kind]) for kind in KINDS}
+            toolkits[str(cuda)] = DebianToolkit(str(cuda), str(raw["suite"]), packages)
+        except (KeyError, TypeError) as exc:
+            raise ConfigError(
+                f"{path}: debian.{cuda}: missing or malformed {exc}",
+                hint="each Debian toolkit has suite, devel and runtime (apt package=version lists)",
+            ) from None
+    return toolkits
+
+
 def load_combinations(path: Path) -> list[Combination]:
     """Read ``images/versions.yaml``; errors name the file and the entry."""
     try:
@@ -64,27 +145,46 @@ def load_combinations(path: Path) -> list[Combination]:
     entries = data.get("combinations") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{path}: expected a non-empty `combinations:` list")
+    toolkits = _toolkits(path, data)
     combos = []
     for i, raw in enumerate(entries):
         where = f"{path}: combinations[{i}]"
         try:
-            ngc = {
-                kind: NgcImage(str(raw["ngc"][kind]["image"]), raw["ngc"][kind].get("digest"))
-                for kind in KINDS
-            }
-            pip = raw.get("pip")
-            if pip is not None:
-                pip = {kind: tuple(pip[kind]) for kind in KINDS}
-            elif not raw.get("pip_reason"):
-                raise ConfigError(f"{where}: `pip: null` needs a `pip_reason`")
-            combos.append(
-                Combination(str(raw["cuda"]), str(raw["cudnn"]), ngc, pip, raw.get("pip_reason"))
+            cuda = str(raw["cuda"])
+            ngc = raw.get("ngc")
+            if ngc is not None:
+                ngc = {
+                    kind: NgcImage(str(ngc[kind]["image"]), ngc[kind].get("digest"))
+                    for kind in KINDS
+                }
+            reasons = {f: str(raw[f"{f}_reason"]) for f in FLAVOURS if raw.get(f"{f}_reason")}
+            combo = Combination(
+                cuda,
+                str(raw["cudnn"]),
+                ngc,
+                _wheels(raw, "pip"),
+                _wheels(raw, "deb"),
+                toolkits.get(cuda) if raw.get("deb") is not None else None,
+                reasons,
             )
         except (KeyError, TypeError) as exc:
             raise ConfigError(
                 f"{where}: missing or malformed {exc}",
-                hint="each entry has cuda, cudnn, ngc.devel/runtime.image and pip (or pip_reason)",
+                hint="each entry has cuda, cudnn and, per flavour (pip, deb, ngc), its wheels or "
+                "images or a `<flavour>_reason`",
             ) from None
+        for flavour in FLAVOURS:
+            if getattr(combo, flavour) is None and flavour not in reasons:
+                raise ConfigError(
+                    f"{where}: `{flavour}: null` needs a `{flavour}_reason`",
+                    hint="say why this flavour cannot make the combination",
+                )
+        if combo.deb is not None and combo.debian is None:
+            raise ConfigError(
+                f"{where}: a deb flavour needs the Debian toolkit `debian.{cuda}`",
+                hint="add its suite and packages under `debian:`",
+            )
+        combos.append(combo)
     return combos
 
 

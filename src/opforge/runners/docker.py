@@ -24,6 +24,12 @@ _TAIL_LINES = 30
 PIP_CACHE_VOLUME = "opforge-pip-cache"
 
 
+def pip_cache_volume() -> str:
+    """The named volume for pip's cache: OPFORGE_PIP_CACHE_VOLUME (tests use their own), else
+    ``opforge-pip-cache``."""
+    return os.environ.get("OPFORGE_PIP_CACHE_VOLUME") or PIP_CACHE_VOLUME
+
+
 @dataclass
 class ContainerRun:
     """One command in a container of ``image`` with the project and cache mounted."""
@@ -34,6 +40,9 @@ class ContainerRun:
     cache_dir: Path
     user: str = field(default_factory=lambda: f"{os.getuid()}:{os.getgid()}")
     say: Callable[[str], None] = print
+    # More folders the command writes to, mounted at their own paths (e.g. a JUnit folder
+    # outside the project: written only inside the container, its reports would be lost).
+    mounts: tuple[Path, ...] = ()
 
     def gpu_requests(self) -> list:
         """A request for every GPU when the engine has the NVIDIA runtime, else none."""
@@ -60,7 +69,8 @@ class ContainerRun:
         volumes = {
             root: {"bind": root, "mode": "rw"},
             str(self.cache_dir): {"bind": str(self.cache_dir), "mode": "rw"},
-            PIP_CACHE_VOLUME: {"bind": "/var/cache/opforge-pip", "mode": "rw"},
+            pip_cache_volume(): {"bind": "/var/cache/opforge-pip", "mode": "rw"},
+            **{str(m): {"bind": str(m), "mode": "rw"} for m in self.mounts},
         }
         self._ensure_pip_cache()
         container = self.client.containers.run(
@@ -96,17 +106,18 @@ class ContainerRun:
         # A named volume is created root-owned: open it up once so any build user can write.
         from docker.errors import NotFound
 
+        volume = pip_cache_volume()
         try:
-            self.client.volumes.get(PIP_CACHE_VOLUME)
+            self.client.volumes.get(volume)
             return
         except NotFound:
             pass
-        self.client.volumes.create(PIP_CACHE_VOLUME)
+        self.client.volumes.create(volume)
         self.client.containers.run(
             self.image,
             ["chmod", "1777", "/var/cache/opforge-pip"],
             user="0:0",
-            volumes={PIP_CACHE_VOLUME: {"bind": "/var/cache/opforge-pip", "mode": "rw"}},
+            volumes={volume: {"bind": "/var/cache/opforge-pip", "mode": "rw"}},
             remove=True,
         )
 
@@ -199,19 +210,22 @@ def test_in_container(
         wheels = dist_wheels(project, profile)
     except BuildError:
         wheels = []  # targets without wheels (the kernel library) test through opforge.kernels.abi
-    run = ContainerRun(client, image.tag, project.root, fetcher.cache.root, say=say)
+    mounts = ()
+    if junit_dir is not None:
+        junit_dir.mkdir(parents=True, exist_ok=True)
+        mounts = (junit_dir.resolve(),)
+    run = ContainerRun(client, image.tag, project.root, fetcher.cache.root, say=say, mounts=mounts)
     for recipe in recipes:
         if recipe.test is None:
             continue
         say(f"[{recipe.name}] test in {image.tag}: {shlex.join(recipe.test.command)}")
         command = list(recipe.test.command)
         if junit_dir is not None:
-            junit_dir.mkdir(parents=True, exist_ok=True)
-            command += ["--junitxml", str(junit_dir / f"{recipe.name}.xml")]
+            command += ["--junitxml", str(junit_dir.resolve() / f"{recipe.name}.xml")]
         run.run(
             test_command(project.root, wheels, command),
-            # The tests use the built artefacts in dist/: the runtime image has no compiler.
-            {"OPFORGE_TEST_DIST": "1"},
+            # The tests use the profile's artefacts in dist/: the runtime image has no compiler.
+            {"OPFORGE_TEST_DIST": profile},
             f"tests of {recipe.name}",
         )
     return image.tag

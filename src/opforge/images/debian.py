@@ -1,0 +1,110 @@
+"""The deb flavour's lock files: which Debian packages, versions and sha256 make up a toolkit.
+
+``images/scripts/debs.sh lock`` runs in a container of the suite's base image: apt resolves the
+toolkit's packages against the archive's signed index, and each package's sha256 is read from
+that index. The image build (``debs.sh install``) then installs exactly the locked set.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from opforge.errors import BuildError, ConfigError
+from opforge.images.spec import DEFAULT_BASE, DebianToolkit, load_combinations
+from opforge.proxies import proxy_environment, uses_loopback
+
+_LINE = re.compile(r"^(\S+) (\S+) ([0-9a-f]{64}) (\d+) (pool/\S+\.deb)$")
+
+
+def toolkits(versions: Path, cuda: str | None = None) -> list[DebianToolkit]:
+    """The Debian toolkits of ``images/versions.yaml`` (only ``cuda``'s when given)."""
+    found: dict[str, DebianToolkit] = {}
+    for combo in load_combinations(versions):
+        if combo.debian is not None:
+            found[combo.debian.cuda] = combo.debian
+    if cuda is not None and cuda not in found:
+        raise ConfigError(
+            f"no Debian toolkit for cuda {cuda} in {versions}",
+            hint=f"toolkits: {', '.join(sorted(found)) or 'none'}",
+        )
+    return [found[cuda]] if cuda is not None else [found[c] for c in sorted(found)]
+
+
+def parse_lock(text: str, source: str) -> list[tuple[str, str, str, int, str]]:
+    """(name, version, sha256, size, pool path) per package; a malformed line is an error."""
+    entries = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        match = _LINE.match(line.strip())
+        if match is None:
+            raise ConfigError(
+                f"{source}:{number}: not a lock line (name version sha256 size pool-path): {line!r}",
+                hint="regenerate the lock with `opforge images lock-debs`",
+            )
+        name, version, sha256, size, path = match.groups()
+        entries.append((name, version, sha256, int(size), path))
+    return entries
+
+
+def lock_text(toolkit: DebianToolkit, kind: str, base: str, resolved: str) -> str:
+    """The lock file for ``resolved`` (debs.sh lock's output), with its header."""
+    entries = parse_lock(resolved, f"debs.sh lock on {base}")
+    if not entries:
+        raise BuildError(f"debs.sh lock on {base} resolved no packages for {toolkit.suite}")
+    header = (
+        f"# {toolkit.suite}, CUDA {toolkit.cuda}, {kind} image, on {base}: "
+        f"written by `opforge images lock-debs` from the archive's signed index; do not edit.\n"
+        f"# asked for: {' '.join(toolkit.packages[kind])}\n"
+        "# name version sha256 size pool-path\n"
+    )
+    return header + "".join(" ".join(map(str, e)) + "\n" for e in entries)
+
+
+def lock_debs(
+    client,
+    images_dir: Path,
+    cuda: str | None,
+    base_image: str | None,
+    say: Callable[[str], None] = print,
+) -> list[Path]:
+    """Write the lock files of each Debian toolkit (or ``cuda``'s), resolved in its base image."""
+    from docker.errors import ContainerError, DockerException
+
+    written = []
+    proxies = proxy_environment()
+    script = images_dir / "scripts" / "debs.sh"
+    for toolkit in toolkits(images_dir / "versions.yaml", cuda):
+        base = (base_image or DEFAULT_BASE).replace("{suite}", toolkit.suite)
+        for kind in ("devel", "runtime"):
+            say(f"[lock-debs] cuda {toolkit.cuda} {kind}: resolving on {base}")
+            try:
+                out = client.containers.run(
+                    base,
+                    ["sh", "/debs.sh", "lock", *toolkit.packages[kind]],
+                    volumes={str(script): {"bind": "/debs.sh", "mode": "ro"}},
+                    environment=proxies,
+                    network_mode="host" if uses_loopback(proxies) else None,
+                    remove=True,
+                    stderr=False,
+                )
+            except ContainerError as exc:
+                raise BuildError(
+                    f"resolving {' '.join(toolkit.packages[kind])} on {base} failed: "
+                    f"{(exc.stderr or b'').decode(errors='replace').strip()[-500:]}",
+                    hint="check the package versions in images/versions.yaml against the archive",
+                ) from None
+            except DockerException as exc:
+                raise BuildError(
+                    f"cannot run {base} to resolve the cuda {toolkit.cuda} packages: {exc}",
+                    hint="build or pull the base image (BASE_IMAGE, e.g. opforge-base:{suite})",
+                ) from None
+            path = toolkit.lock_path(images_dir, kind)
+            text = lock_text(toolkit, kind, base, out.decode())
+            temp = path.with_suffix(".tmp")
+            temp.write_text(text)
+            temp.replace(path)
+            written.append(path)
+    return written
