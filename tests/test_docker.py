@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -237,6 +238,7 @@ def test_gpu_profile_compiles_and_links_in_devel(workspace, devel):
         "build",
         "kernels",
         "mindspore-adapter",
+        "torch-adapter",
         "--profile",
         "gpu",
         "--runner",
@@ -249,6 +251,12 @@ def test_gpu_profile_compiles_and_links_in_devel(workspace, devel):
     aot = workspace.root / "dist" / "gpu" / "python" / "opforge" / "mindspore" / "_aot_cuda.so"
     assert lib.is_file() and aot.is_file()
     assert lib.stat().st_uid == os.getuid()
+    # The stable-ABI torch adapter's GPU build needs no CUDA torch: the image's is a CPU build.
+    wheels = sorted((workspace.root / "dist").glob("opforge_torch-*+gpu-*.whl"))
+    assert len(wheels) == 1, wheels
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        names = wheel.namelist()
+    assert "opforge/torch/_C.so" in names and "opforge/torch/libopforge_kernels.so.0" in names
 
 
 def test_cpu_build_in_devel_then_tests_in_runtime(workspace, devel, runtime, tmp_path):
