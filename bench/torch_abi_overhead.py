@@ -42,7 +42,9 @@ def child(variant: str, pinned: str | None, device: str) -> None:
 
     if variant == "pinned":
         spec = importlib.util.spec_from_file_location(
-            "opforge_pinned_torch", Path(pinned) / "__init__.py", submodule_search_locations=[pinned]
+            "opforge_pinned_torch",
+            Path(pinned) / "__init__.py",
+            submodule_search_locations=[pinned],
         )
         m = importlib.util.module_from_spec(spec)
         sys.modules["opforge_pinned_torch"] = m
@@ -68,8 +70,12 @@ def child(variant: str, pinned: str | None, device: str) -> None:
 
 def main() -> int:
     """Alternate the two variants over rounds; print and save the medians."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pinned", required=True, help="the pinned adapter's opforge/torch directory")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--pinned", required=True, help="the pinned adapter's opforge/torch directory"
+    )
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", default=str(REPO / "bench" / "results"))
@@ -82,7 +88,16 @@ def main() -> int:
     for _ in range(args.rounds):
         for variant in ("stable", "pinned"):
             out = subprocess.run(
-                [sys.executable, __file__, "--child", variant, "--pinned", args.pinned, "--device", args.device],
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    variant,
+                    "--pinned",
+                    args.pinned,
+                    "--device",
+                    args.device,
+                ],
                 capture_output=True,
                 text=True,
                 check=True,
@@ -102,9 +117,16 @@ def main() -> int:
         for variant in ("stable", "pinned"):
             ours = statistics.median(samples[variant][f"{name}|ours"])
             native = statistics.median(samples[variant][f"{name}|torch"])
-            row[variant] = {"ours_us": ours, "torch_us": native, "extra_us": ours - native, "ratio": ours / native}
+            row[variant] = {
+                "ours_us": ours,
+                "torch_us": native,
+                "extra_us": ours - native,
+                "ratio": ours / native,
+            }
         rows.append(row)
-    print(f"{device}, torch {torch.__version__}, medians of {args.rounds} alternating rounds (µs per call)")
+    print(
+        f"{device}, torch {torch.__version__}, medians of {args.rounds} alternating rounds (µs per call)"
+    )
     print("| call | stable | pinned | torch | stable − torch | pinned − torch | stable / torch |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:

@@ -29,9 +29,7 @@ def test_each_kind_of_input_is_named():
         "source c.cpp added": changed(sources={**BASE["sources"], "c.cpp": "3"}),
         "source b.cpp removed": changed(sources={"a.cpp": "1"}),
         "pin dlpack-source changed": changed(pins={"dlpack-source": "p2"}),
-        "generator opforge.kernels changed": changed(
-            generators={"opforge.kernels": "g2"}
-        ),
+        "generator opforge.kernels changed": changed(generators={"opforge.kernels": "g2"}),
         "tool cmake changed (cmake version 3.25.1 -> cmake version 4.4.4)": changed(
             toolchain={**BASE["toolchain"], "cmake": "cmake version 4.4.4"}
         ),

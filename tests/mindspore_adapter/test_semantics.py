@@ -150,7 +150,9 @@ def _mul_number(m, t):
     return m.mul(t, 2.5)
 
 
-@pytest.mark.parametrize(("a_shape", "b_shape"), [((10, 1, 5), (1, 10, 5)), ((4, 3), (3,)), ((2, 3), ())])
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape"), [((10, 1, 5), (1, 10, 5)), ((4, 3), (3,)), ((2, 3), ())]
+)
 def test_mul_broadcasts_and_takes_numbers(mode, a_shape, b_shape):
     a, b = f32(*a_shape), f32(*b_shape, seed=1)
     same(*both(mode, _mul, a, b))
@@ -183,8 +185,12 @@ def _grads(fn, mode, *args):
     return call(ops.grad(loss, grad_position=tuple(range(len(args)))), mode)(*args)
 
 
-@pytest.mark.parametrize(("begin_norm_axis", "shape"), [(1, (4, 3, 6)), (-1, (5, 7)), (2, (2, 3, 4, 5))])
-def test_layer_norm_stats_matches_the_layernorm_primitive_with_gradients(mode, begin_norm_axis, shape):
+@pytest.mark.parametrize(
+    ("begin_norm_axis", "shape"), [(1, (4, 3, 6)), (-1, (5, 7)), (2, (2, 3, 4, 5))]
+)
+def test_layer_norm_stats_matches_the_layernorm_primitive_with_gradients(
+    mode, begin_norm_axis, shape
+):
     x = f32(*shape)
     params = shape[begin_norm_axis:]
     gamma, beta = f32(*params, seed=1), f32(*params, seed=2)
@@ -195,9 +201,13 @@ def test_layer_norm_stats_matches_the_layernorm_primitive_with_gradients(mode, b
     def native(t, g, b):
         return ops.LayerNorm(begin_norm_axis, begin_norm_axis, 1e-5)(t, g, b)
 
-    for o, n in zip(call(ours, mode)(x, gamma, beta), call(native, mode)(x, gamma, beta), strict=True):
+    for o, n in zip(
+        call(ours, mode)(x, gamma, beta), call(native, mode)(x, gamma, beta), strict=True
+    ):
         same(o, n, rtol=1e-5, atol=1e-5)
-    for o, n in zip(_grads(ours, mode, x, gamma, beta), _grads(native, mode, x, gamma, beta), strict=True):
+    for o, n in zip(
+        _grads(ours, mode, x, gamma, beta), _grads(native, mode, x, gamma, beta), strict=True
+    ):
         same(o, n, rtol=1e-4, atol=1e-4)
 
 
@@ -223,7 +233,9 @@ def test_layer_norm_matches_the_primitive_and_takes_an_int_shape(mode):
         return ofm.layer_norm(t, 6)
 
     def ones(t):
-        return ops.LayerNorm(-1, -1, 1e-5)(t, ops.ones(6, mstype.float32), ops.zeros(6, mstype.float32))[0]
+        return ops.LayerNorm(-1, -1, 1e-5)(
+            t, ops.ones(6, mstype.float32), ops.zeros(6, mstype.float32)
+        )[0]
 
     same(call(int_shape, mode)(x), call(ones, mode)(x), rtol=1e-5, atol=1e-5)
 
@@ -289,7 +301,9 @@ def test_type_promotion_is_mindspores_per_function(name, a, b):
     except (TypeError, ValueError, RuntimeError):
         native = None
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
-        with pytest.raises(TypeError, match=rf"^opforge.mindspore.{name}: give at least one tensor"):
+        with pytest.raises(
+            TypeError, match=rf"^opforge.mindspore.{name}: give at least one tensor"
+        ):
             getattr(ofm, name)(x, y)
         return
     if native is None or native not in (mstype.float32, mstype.float16, mstype.bfloat16):

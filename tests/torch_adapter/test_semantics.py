@@ -113,7 +113,9 @@ def test_batch_norm_matches_functional_batch_norm(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize(("a_shape", "b_shape"), [((10, 1, 5), (1, 10, 5)), ((4, 3), (3,)), ((2, 3), ())])
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape"), [((10, 1, 5), (1, 10, 5)), ((4, 3), (3,)), ((2, 3), ())]
+)
 def test_mul_broadcasts_takes_numbers_and_sums_gradients(device, a_shape, b_shape):
     a = torch.randn(a_shape, device=device, requires_grad=True)
     b = torch.randn(b_shape, device=device, requires_grad=True)
@@ -161,14 +163,21 @@ def test_layer_norm_matches_functional_layer_norm(device, affine):
         torch.autograd.grad(ours, inputs, dy), torch.autograd.grad(native, inputs, dy), strict=True
     ):
         same(o, n, rtol=1e-4, atol=1e-4)
-    same(ot.layer_norm(x, torch.Size([6])), torch.nn.functional.layer_norm(x, [6]), rtol=1e-5, atol=1e-5)
+    same(
+        ot.layer_norm(x, torch.Size([6])),
+        torch.nn.functional.layer_norm(x, [6]),
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
 
 def test_layer_norm_refuses_an_int_shape_as_torch_does():
     x = torch.randn(2, 4)
     with pytest.raises(TypeError, match=r"torch.nn.functional|normalized_shape"):
         torch.nn.functional.layer_norm(x, 4)
-    with pytest.raises(TypeError, match=r"^opforge.torch.layer_norm: normalized_shape must be a tuple"):
+    with pytest.raises(
+        TypeError, match=r"^opforge.torch.layer_norm: normalized_shape must be a tuple"
+    ):
         ot.layer_norm(x, 4)
 
 
@@ -179,7 +188,9 @@ def test_rms_norm_default_eps_is_float32_epsilon_as_torch(device, dtype):
     x = (torch.randn(3, 8, device=device) * 1e-3).to(dtype).requires_grad_()
     w = torch.randn(8, device=device, dtype=dtype, requires_grad=True)
     ours, native = ot.rms_norm(x, (8,), w), torch.nn.functional.rms_norm(x, (8,), w)
-    tolerance = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+    tolerance = (
+        {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+    )
     same(ours, native, **tolerance)
     dy = torch.randn_like(native)
     for o, n in zip(

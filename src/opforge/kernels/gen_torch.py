@@ -341,7 +341,7 @@ def _dispatch(op: Op) -> list[str]:
             f"        return _{op.class_name}.apply({', '.join(names)})",
         ]
     lines.append(f"    return {call}({', '.join(names)})")
-    return lines + ["", ""]
+    return [*lines, "", ""]
 
 
 def python_source(table: OpTable) -> str:
