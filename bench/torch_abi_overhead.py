@@ -127,7 +127,7 @@ def main() -> int:
     print(
         f"{device}, torch {torch.__version__}, medians of {args.rounds} alternating rounds (µs per call)"
     )
-    print("| call | stable | pinned | torch | stable − torch | pinned − torch | stable / torch |")
+    print("| call | stable | pinned | torch | stable - torch | pinned - torch | stable / torch |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         s, p = r["stable"], r["pinned"]
