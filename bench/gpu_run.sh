@@ -9,8 +9,8 @@
 #     path) and the MindSpore AOT CUDA entry points through theirs (MindSpore GPU needs CUDA 11);
 #   - compute-sanitizer memcheck over the CUDA kernel paths;
 #   - the benchmarks (bench/gpu.py, bench/gpu_new_ops.py, bench/torch_overhead.py on CUDA).
-# OPFORGE_GPU_STEPS picks among "tests memcheck bench" (default: all three), so a run that would
-# outlast one call of a lent machine can be split.
+# OPFORGE_GPU_STEPS picks among "torch kernels memcheck bench" (default: all four; "tests" is
+# torch and kernels), so a run that would outlast one call of a lent machine can be split.
 # Wheels the machine lacks may be carried in .carry/wheels, the download cache (pinned inputs,
 # fetched elsewhere with `opforge pins fetch`) in .carry/cache. Results go to $OUT (default
 # bench/results): build.log, tests-*.log, the memcheck logs and the benchmark JSON files.
@@ -49,24 +49,26 @@ site_with() {
 parallel=""
 python3 -c "import xdist" 2>/dev/null && parallel="-n 8"
 status=0
-steps=" ${OPFORGE_GPU_STEPS:-tests memcheck bench} "
+steps=" ${OPFORGE_GPU_STEPS:-torch kernels memcheck bench} "
+steps=${steps/ tests / torch kernels }
 step() { [[ "$steps" == *" $1 "* ]]; }
 
 site_with /tmp/opforge-gpu "$(ls dist/opforge_torch-*+gpu-*.whl | head -1)"
 export PYTHONPATH="/tmp/opforge-gpu:$PWD${base_path:+:$base_path}"
 export OPFORGE_TEST_DIST=gpu  # the kernel tests load the GPU build in dist/gpu, for CPU and CUDA alike
-if step tests; then
-python3 -m pytest tests/torch_adapter $parallel -q -p no:cacheprovider -rf 2>&1 | tee "$out/tests-torch-gpu-wheel.log" | tail -6
-status=$((status | PIPESTATUS[0]))
-python3 -m pytest tests/kernels tests/mindspore_aot -m gpu $parallel -q -p no:cacheprovider -rf 2>&1 | tee "$out/tests-kernels-gpu.log" | tail -6
-status=$((status | PIPESTATUS[0]))
-
-if compgen -G "dist/opforge_torch-*+cpu-*.whl" >/dev/null; then
-  site_with /tmp/opforge-cpu "$(ls dist/opforge_torch-*+cpu-*.whl | head -1)"
-  PYTHONPATH="/tmp/opforge-cpu:$PWD${base_path:+:$base_path}" python3 -m pytest tests/torch_adapter -m "not gpu" \
-    $parallel -q -p no:cacheprovider -rf 2>&1 | tee "$out/tests-torch-cpu-wheel.log" | tail -6
+if step torch; then
+  python3 -m pytest tests/torch_adapter $parallel -q -p no:cacheprovider -rfs 2>&1 | tee "$out/tests-torch-gpu-wheel.log" | tail -6
   status=$((status | PIPESTATUS[0]))
+  if compgen -G "dist/opforge_torch-*+cpu-*.whl" >/dev/null; then
+    site_with /tmp/opforge-cpu "$(ls dist/opforge_torch-*+cpu-*.whl | head -1)"
+    PYTHONPATH="/tmp/opforge-cpu:$PWD${base_path:+:$base_path}" python3 -m pytest tests/torch_adapter -m "not gpu" \
+      $parallel -q -p no:cacheprovider -rfs 2>&1 | tee "$out/tests-torch-cpu-wheel.log" | tail -6
+    status=$((status | PIPESTATUS[0]))
+  fi
 fi
+if step kernels; then
+  python3 -m pytest tests/kernels tests/mindspore_aot -m gpu $parallel -q -p no:cacheprovider -rfs 2>&1 | tee "$out/tests-kernels-gpu.log" | tail -6
+  status=$((status | PIPESTATUS[0]))
 fi
 
 if step memcheck && command -v compute-sanitizer >/dev/null; then

@@ -154,11 +154,18 @@ CONFORMANCE = [
     case("batch_norm_backward", (20000, 16), "float32", training=True),
     # batch_norm native: small spatial (3-D and 4-D), one sample, no affine, offset values
     *[
-        case("op", (512, 300), d)
-        for op in ("batch_norm_train", "batch_norm_infer", "batch_norm_backward")
-        for d in ("float32", "bfloat16")
+        case(op, shape, d, **scalars)
+        for op, scalars in (
+            ("batch_norm", {"training": True, "momentum": 0.1, "eps": 1e-5}),
+            ("batch_norm", {"training": False, "momentum": 0.1, "eps": 1e-5}),
+            ("batch_norm_backward", {"training": True}),
+        )
+        for shape, d in (
+            ((512, 300), "float32"),
+            ((512, 300), "bfloat16"),
+            ((64, 40, 8), "float32"),
+        )
     ],
-    *[case("op", (64, 40, 8), "float32") for op in ("batch_norm_train", "batch_norm_backward")],
     case("batch_norm", (16, 6, 4, 4), "float16", training=True, momentum=0.1, eps=1e-5),
     case("batch_norm", (1, 4, 16), "float32", training=True, momentum=0.1, eps=1e-5),
     case(
