@@ -77,8 +77,9 @@ if step memcheck && command -v compute-sanitizer >/dev/null; then
   status=$((status | PIPESTATUS[0]))
   # Every CUDA kernel path (small sizes). Without torch's caching allocator each tensor is its
   # own allocation, so an access past its end is caught, not hidden in a cached block.
-  PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 9 \
-    python3 -m pytest tests/kernels/test_cuda_paths.py tests/kernels/test_new_ops_gpu.py -q -p no:cacheprovider \
+  # xdist workers are the sanitizer's target processes too: serially this outlasts a lent call.
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 \
+    python3 -m pytest tests/kernels/test_cuda_paths.py tests/kernels/test_new_ops_gpu.py $parallel -q -p no:cacheprovider \
     -k "not 150001 and not 600001 and not 40000" 2>&1 | tee "$out/memcheck-kernels.log" | tail -4
   status=$((status | PIPESTATUS[0]))
 fi
