@@ -251,3 +251,41 @@ def test_test_commands_run_with_the_interpreter_running_opforge(tmp_path):
     result = run("test", cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "which.txt").read_text() == sys.executable
+
+
+def _cudnn_at(root, version: str, include: str = "include", lib: str | None = "lib") -> None:
+    major, minor, patch = version.split(".")
+    (root / include).mkdir(parents=True)
+    (root / include / "cudnn.h").write_text('#include "cudnn_version.h"\n')
+    (root / include / "cudnn_version.h").write_text(
+        f"#define CUDNN_MAJOR {major}\n#define CUDNN_MINOR {minor}\n#define CUDNN_PATCHLEVEL {patch}\n"
+    )
+    if lib:
+        (root / lib).mkdir(parents=True)
+        (root / lib / f"libcudnn.so.{major}").write_bytes(b"")
+
+
+def test_doctor_finds_the_cudnn_the_build_links(tmp_path, monkeypatch):
+    """FindCUDNN.cmake's order (issue 11): CUDNN_ROOT, the pip wheel in site-packages, the CUDA
+    toolkit, /usr; a root with a header but no library is passed over, as CMake does."""
+    import sysconfig
+
+    from opforge import doctor
+
+    site_dir = tmp_path / "site"
+    _cudnn_at(site_dir / "nvidia" / "cudnn", "9.1.0")
+    monkeypatch.setattr(doctor, "site_packages", lambda: [str(site_dir)])
+    monkeypatch.setattr(
+        sysconfig, "get_paths", lambda: {"purelib": str(site_dir), "platlib": str(site_dir)}
+    )
+    monkeypatch.setenv("CUDNN_ROOT", str(tmp_path / "root"))
+    _cudnn_at(tmp_path / "root", "8.9.7", lib=None)
+    roots = doctor.cudnn_search_roots()
+    assert roots[:2] == [tmp_path / "root", site_dir / "nvidia" / "cudnn"]
+    assert roots[-2:] == [doctor.Path("/usr/local/cuda"), doctor.Path("/usr")]
+    found = doctor._cudnn()
+    assert found.ok and found.detail == f"9.1.0 at {site_dir / 'nvidia' / 'cudnn'}"
+
+    monkeypatch.setenv("CUDNN_ROOT", str(tmp_path / "full"))
+    _cudnn_at(tmp_path / "full", "9.5.2", "include/x86_64-linux-gnu", "lib/x86_64-linux-gnu")
+    assert doctor._cudnn().detail == f"9.5.2 at {tmp_path / 'full'}"

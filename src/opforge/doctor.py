@@ -9,6 +9,7 @@ import shutil
 import site
 import subprocess
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,35 +51,71 @@ def site_packages() -> list[str]:
     return [*site.getsitepackages(), site.getusersitepackages()]
 
 
-def cudnn_search_dirs() -> list[Path]:
-    """Include directories where cuDNN headers may be, in the order they are searched."""
-    dirs: list[Path] = []
+# FindCUDNN.cmake's search, mirrored so that doctor names the cuDNN the build will link.
+_CUDNN_INCLUDE_SUFFIXES = ("include", "include/x86_64-linux-gnu", "include/aarch64-linux-gnu")
+_CUDNN_LIB_SUFFIXES = ("lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu")
+
+
+def cudnn_search_roots() -> list[Path]:
+    """Roots searched for cuDNN, in FindCUDNN.cmake's order: CUDNN_ROOT, nvidia/cudnn in this
+    Python's site-packages (pip wheels), the CUDA toolkit, /usr."""
+    roots: list[Path] = []
     root = os.environ.get("CUDNN_ROOT")
     if root:
-        dirs.append(Path(root) / "include")
-    dirs += [
-        Path("/usr/local/cuda/include"),
-        Path("/usr/include"),
-        Path("/usr/include/x86_64-linux-gnu"),
-    ]
-    dirs += [Path(p) / "nvidia" / "cudnn" / "include" for p in site_packages()]
-    return list(dict.fromkeys(dirs))
+        roots.append(Path(root))
+    paths = sysconfig.get_paths()
+    for packages in dict.fromkeys([paths["purelib"], paths["platlib"], *site_packages()]):
+        roots.append(Path(packages) / "nvidia" / "cudnn")
+    roots += [Path("/usr/local/cuda"), Path("/usr")]
+    return list(dict.fromkeys(roots))
+
+
+def _cudnn_header(root: Path) -> Path | None:
+    for suffix in _CUDNN_INCLUDE_SUFFIXES:
+        include = root / suffix
+        if (include / "cudnn.h").is_file():
+            return include / "cudnn.h"
+        versioned = sorted(include.glob("cudnn_v[0-9]*.h"), reverse=True)
+        if versioned:
+            return versioned[0]
+    return None
+
+
+def _cudnn_library(root: Path) -> Path | None:
+    for suffix in _CUDNN_LIB_SUFFIXES:
+        found = sorted((root / suffix).glob("libcudnn.so*"))
+        if found:
+            return found[0]
+    return None
+
+
+def _cudnn_version(header: Path) -> str:
+    """MAJOR.MINOR.PATCHLEVEL from cudnn_version.h beside the header (cuDNN 8 and 9), else from
+    the header itself (cuDNN 7 and versioned-only layouts)."""
+    for candidate in (header.parent / "cudnn_version.h", header):
+        if candidate.is_file():
+            text = candidate.read_text(errors="replace")
+            parts = [
+                re.search(rf"#define CUDNN_{k}\s+(\d+)", text)
+                for k in ("MAJOR", "MINOR", "PATCHLEVEL")
+            ]
+            if all(parts):
+                return ".".join(m.group(1) for m in parts)
+    return "unknown version"
 
 
 def _cudnn() -> Check:
-    for include in cudnn_search_dirs():
-        headers = [include / "cudnn_version.h", *sorted(include.glob("cudnn_v*.h"))]
-        for header in headers:
-            if header.is_file():
-                text = header.read_text(errors="replace")
-                parts = [
-                    re.search(rf"#define CUDNN_{k}\s+(\d+)", text)
-                    for k in ("MAJOR", "MINOR", "PATCHLEVEL")
-                ]
-                version = ".".join(m.group(1) for m in parts if m) or "unknown version"
-                return Check("cuDNN", True, f"{version} at {include}")
-    searched = ", ".join(str(d) for d in cudnn_search_dirs()[:4])
-    return Check("cuDNN", False, f"not found (searched {searched}, site-packages/nvidia/cudnn)")
+    roots = cudnn_search_roots()
+    for root in roots:
+        header, library = _cudnn_header(root), _cudnn_library(root)
+        if header and library:
+            return Check("cuDNN", True, f"{_cudnn_version(header)} at {root}")
+    searched = ", ".join(str(r) for r in roots)
+    return Check(
+        "cuDNN",
+        False,
+        f"not found (searched {searched}); `opforge pins install nvidia-cudnn-cu13` or set CUDNN_ROOT",
+    )
 
 
 def _gpu() -> Check:
