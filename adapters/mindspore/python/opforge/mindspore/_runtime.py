@@ -289,9 +289,7 @@ def promote(fn: str, a, b, zero_dim_as_number: bool = False) -> tuple:
     ``ops.mul`` with ``zero_dim_as_number``: a 0-d tensor counts as a number)."""
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError(f"opforge.mindspore.{fn}: give at least one tensor, got {a} and {b}")
-    dtype = _result_dtype(
-        fn, _dtype_or_value(fn, a), _dtype_or_value(fn, b), zero_dim_as_number
-    )
+    dtype = _result_dtype(fn, _dtype_or_value(fn, a), _dtype_or_value(fn, b), zero_dim_as_number)
     return _as(a, dtype), _as(b, dtype)
 
 
@@ -305,7 +303,10 @@ def int_tuple(value) -> tuple:
 def _normalized_dims(fn: str, shape, begin_norm_axis: int, begin_params_axis: int) -> tuple:
     rank = len(shape)
     axes = []
-    for name, axis in (("begin_norm_axis", begin_norm_axis), ("begin_params_axis", begin_params_axis)):
+    for name, axis in (
+        ("begin_norm_axis", begin_norm_axis),
+        ("begin_params_axis", begin_params_axis),
+    ):
         if not isinstance(axis, int) or isinstance(axis, bool) or not -rank <= axis < rank:
             raise _fail(fn, f"{name} must be an int in [{-rank}, {rank}), got {axis!r}")
         axes.append(axis % rank)
