@@ -4,6 +4,7 @@ and rms_norm forward and backward, gelu forward and backward, and the broadcasti
 
 Run on a CUDA machine after `opforge build kernels --profile gpu`:
     python bench/gpu_new_ops.py [--library dist/gpu/lib/libopforge_kernels.so] [--quick]
+        [--only norm|gelu|binary ...]
 Times with CUDA events (median of repeats after warm-up, both on torch's current stream),
 checks each output against torch's before timing, measures the device-to-device copy
 bandwidth as the ceiling, prints a table naming the device and writes a new
@@ -284,22 +285,28 @@ class Bench:
         self.record(op, size, name, moved, ours, native, errors)
 
 
-def run(lib: KernelLibrary, quick: bool) -> dict:
-    """Every comparison in every dtype; returns the results document."""
+GROUPS = ("norm", "gelu", "binary")
+
+
+def run(lib: KernelLibrary, quick: bool, groups: tuple[str, ...] = GROUPS) -> dict:
+    """The comparisons of ``groups`` in every dtype; returns the results document."""
     scale = 4 if quick else 1
     bench = Bench(lib, copy_bandwidth((1 << 28) // scale))
     print(f"device-to-device copy: {bench.copy_tbps:.3f} TB/s", flush=True)
     for name in DTYPES:
-        for rows, n in NORM_SHAPES:
-            bench.layer_norm(rows // scale, n, name)
-            bench.rms_norm(rows // scale, n, name)
-        for approximate in ("none", "tanh"):
-            bench.gelu((1 << 28) // scale, name, approximate)
-        for op in ("add", "mul"):
-            bench.binary(op, (16384 // scale, 4096), (4096,), name)
-            bench.binary(op, (65536 // scale, 1024), (1024,), name)
-        bench.binary("mul", ((1 << 28) // scale,), (), name)
-        bench.binary("add", ((1 << 28) // scale,), ((1 << 28) // scale,), name)
+        if "norm" in groups:
+            for rows, n in NORM_SHAPES:
+                bench.layer_norm(rows // scale, n, name)
+                bench.rms_norm(rows // scale, n, name)
+        if "gelu" in groups:
+            for approximate in ("none", "tanh"):
+                bench.gelu((1 << 28) // scale, name, approximate)
+        if "binary" in groups:
+            for op in ("add", "mul"):
+                bench.binary(op, (16384 // scale, 4096), (4096,), name)
+                bench.binary(op, (65536 // scale, 1024), (1024,), name)
+            bench.binary("mul", ((1 << 28) // scale,), (), name)
+            bench.binary("add", ((1 << 28) // scale,), ((1 << 28) // scale,), name)
     props = torch.cuda.get_device_properties(0)
     return {
         "device": props.name,
@@ -308,6 +315,7 @@ def run(lib: KernelLibrary, quick: bool) -> dict:
         "cuda": torch.version.cuda,
         "copy_TBps": bench.copy_tbps,
         "quick": quick,
+        "groups": list(groups),
         "rows": bench.rows,
     }
 
@@ -343,6 +351,13 @@ def main() -> int:
         "--out", default=str(REPO / "bench" / "results"), help="directory for the JSON"
     )
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=GROUPS,
+        default=list(GROUPS),
+        help="run only these groups of ops (norm: layer_norm and rms_norm)",
+    )
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print(
@@ -352,7 +367,7 @@ def main() -> int:
         return 2
     table_path = REPO / "kernels" / "ops.yaml"
     lib = KernelLibrary(Path(args.library), c_signatures(optable.load(table_path)))
-    result = run(lib, args.quick)
+    result = run(lib, args.quick, tuple(args.only))
     print(table(result))
     save(result, "gpu-new-ops", result["device"], Path(args.out))
     return 0

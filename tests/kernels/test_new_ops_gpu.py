@@ -209,9 +209,10 @@ def test_gelu_special_values_as_torch(gpu_library, dtype, approximate):
 
 
 def gpu_norm_specs(dtype: str) -> list[NormSpec]:
-    """Every path of row_norm.cuh: rows in registers with 16-byte packs or single elements (odd
-    or misaligned rows), rows read twice (longer than registers hold), row groups of one warp
-    to a whole block, the staging copies, and the empty cases."""
+    """Every path of row_norm.cuh: rows in registers with 16-byte packs (staged through shared
+    memory or not, one or two rows per backward step) or single elements (odd or misaligned
+    rows), rows read twice (longer than registers hold), row groups of one warp to a whole
+    block, the staging copies, and the empty cases."""
     return [
         NormSpec((64, 4096), 1, dtype),
         NormSpec((8, 8192), 1, dtype, weight="float32", bias="float32"),

@@ -2,17 +2,24 @@
 // seen as `rows` contiguous rows of n elements: tensors of other layouts go through contiguous
 // copies (layout.hpp's dense_like and copy_back).
 //
-// Forward: one row per block of 32 to 1024 threads, held in registers (fwd_packs packs per
-// thread): x read once, y written once; mean and variance in two passes over the registers.
-// Several blocks per SM overlap one row's reductions with other rows' loads.
+// Forward: a row per block of 32 to 1024 threads at a time, held in registers (fwd_packs packs
+// per thread): x read once, y written once; mean and variance in two passes over the registers.
+// float32 rows (and rows of single elements) take one row per block, several blocks per SM
+// overlapping one row's reductions with other rows' loads. Rows of 2-byte types, half the bytes
+// per register, would leave the memory idle that way: their blocks, as many as fit at once, walk
+// rows, with the next rows' x on its way into shared memory (cp.async stages) while a row is
+// reduced and written.
 //
 // Backward: a block holds up to kMaxGroups row groups of G threads; each group walks rows on its
-// own (its own named barrier) and keeps x and dy of its row in registers (bwd_packs packs per
-// thread) while the next row's x and dy are already being loaded, writes dx, and adds dy * xhat
-// (and dy) into shared-memory sums of its columns: a thread owns the same columns in every row.
-// The grid is as many blocks as fit on the device at once; at the end each block writes one row
-// of partial column sums, and `column_sums` adds the blocks' rows per column in a fixed order:
-// dweight and dbias are deterministic, with no atomics.
+// own (its own named barrier) with the next rows' x and dy on their way into shared memory
+// (cp.async stages) while it works on the current one, writes dx, and adds dy * xhat (and dy)
+// into sums of its columns kept in registers: a thread owns the same columns in every row. A
+// group that is a whole block, alone on its SM, takes two rows per step and reduces them
+// together. The grid is as many blocks as fit on the device at once; at the end each block
+// writes one row of partial column sums, and `column_sums` adds the blocks' rows per column in a
+// fixed order: dweight and dbias are deterministic, with no atomics. Rows of single elements,
+// and GPUs with less shared memory than the stages need, keep the next row in registers instead
+// and the sums in shared memory (backward_rows).
 //
 // Rows longer than the registers hold take the same steps reading rows from memory again, with
 // the partial sums kept in the workspace.
@@ -31,6 +38,7 @@ namespace opforge::cuda::kit {
 constexpr int kFwdElems = 32;     // elements of a row per thread, forward (16-byte packs)
 constexpr int kBwdElems = 8;      // elements of x and of dy per thread, backward (16-byte packs)
 constexpr int kMaxThreads = 1024;
+constexpr int kFwdStages = 3;     // rows of x staged per forward block: 1 worked on, 2 in flight
 constexpr int kMaxGroups = 8;     // row groups of a backward block (named barriers 1..8)
 constexpr int kLongThreads = 512;
 constexpr int64_t kWorkspaceFloats = int64_t{1} << 25;  // partial sums of the long-row backward
@@ -51,19 +59,29 @@ __device__ __forceinline__ void group_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Sums of two floats over a row group of `threads` threads (a multiple of 32, starting at a
-// warp boundary); every thread of the group gets both. `scratch` holds 32 float2 per group.
-__device__ __forceinline__ float2 group_sum2(float a, float b, float2* scratch, int id,
-                                             int threads) {
+// Sums, in place, of N floats over a row group of `threads` threads (a multiple of 32, starting
+// at a warp boundary); every thread of the group gets them. `scratch` holds 32 * N floats per
+// group.
+template <int N>
+__device__ __forceinline__ void group_sum(float (&v)[N], float* scratch, int id, int threads) {
   const int lane = threadIdx.x & 31, warp = (threadIdx.x % threads) >> 5, warps = threads >> 5;
-  a = warp_sum(a);
-  b = warp_sum(b);
-  if (warps == 1) return make_float2(a, b);
+#pragma unroll
+  for (int k = 0; k < N; ++k) v[k] = warp_sum(v[k]);
+  if (warps == 1) return;
   group_barrier(id, threads);  // the previous call's readers are done with scratch
-  if (lane == 0) scratch[warp] = make_float2(a, b);
+  if (lane == 0) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) scratch[k * 32 + warp] = v[k];
+  }
   group_barrier(id, threads);
-  const float2 v = lane < warps ? scratch[lane] : make_float2(0.0f, 0.0f);
-  return make_float2(warp_sum(v.x), warp_sum(v.y));
+#pragma unroll
+  for (int k = 0; k < N; ++k) v[k] = warp_sum(lane < warps ? scratch[k * 32 + lane] : 0.0f);
+}
+
+__device__ __forceinline__ float group_sum1(float v, float* scratch, int id, int threads) {
+  float s[1] = {v};
+  group_sum<1>(s, scratch, id, threads);
+  return s[0];
 }
 
 // Weight and bias of V columns starting at column `c` (1 and 0 when absent).
@@ -84,7 +102,7 @@ __global__ void __launch_bounds__(kMaxThreads)
                  T* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd,
                  int64_t rows, int n, float eps) {
   constexpr int P = fwd_packs<V>();
-  __shared__ float2 scratch[32];
+  __shared__ float scratch[32];
   const int threads = blockDim.x, packs = n / V;
   const float inv_n = 1.0f / static_cast<float>(n);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -100,7 +118,7 @@ __global__ void __launch_bounds__(kMaxThreads)
         for (int k = 0; k < V; ++k) sum += v[p][k];
       }
     }
-    const float mu = kCentered ? group_sum2(sum, 0.0f, scratch, 0, threads).x * inv_n : 0.0f;
+    const float mu = kCentered ? group_sum1(sum, scratch, 0, threads) * inv_n : 0.0f;
     float sq = 0.0f;
 #pragma unroll
     for (int p = 0; p < P; ++p) {
@@ -109,7 +127,7 @@ __global__ void __launch_bounds__(kMaxThreads)
         for (int k = 0; k < V; ++k) sq += (v[p][k] - mu) * (v[p][k] - mu);
       }
     }
-    const float rs = rsqrtf(group_sum2(sq, 0.0f, scratch, 0, threads).x * inv_n + eps);
+    const float rs = rsqrtf(group_sum1(sq, scratch, 0, threads) * inv_n + eps);
     T* yr = y + row * n;
 #pragma unroll
     for (int p = 0; p < P; ++p) {
@@ -131,12 +149,107 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+// 16 bytes from global to shared memory without a register on the way (cp.async, sm_80 and
+// later; .cg leaves L1 alone, as the data is read once).
+__device__ __forceinline__ void copy16_async(void* smem, const void* gmem) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// Waits until at most N of this thread's committed groups of copies are still in flight.
+template <int N>
+__device__ __forceinline__ void async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Forward of rows of 16-byte packs (2-byte types) on a grid of the blocks that fit at once: each
+// block walks rows, with the next kFwdStages - 1 rows of x already on their way into shared
+// memory while it works on the current one, so that loads keep flowing through the reductions
+// and the stores. Each thread copies and later reads only its own packs: the stages need no
+// barrier.
+template <class T, class W, class B, bool kCentered>
+__global__ void __launch_bounds__(kMaxThreads)
+    forward_staged(const T* __restrict__ x, const W* __restrict__ weight,
+                   const B* __restrict__ bias, T* __restrict__ y, float* __restrict__ mean,
+                   float* __restrict__ rstd, int64_t rows, int n, float eps) {
+  constexpr int V = kVec<T>, P = fwd_packs<V>();
+  using Raw = Pack<T, V>;
+  extern __shared__ uint4 staged[];  // [kFwdStages][P][threads] packs
+  Raw* stage = reinterpret_cast<Raw*>(staged);
+  __shared__ float scratch[32];
+  const int threads = blockDim.x, t = threadIdx.x, packs = n / V;
+  const float inv_n = 1.0f / static_cast<float>(n);
+  auto fetch = [&](int64_t row, int s) {
+    if (row < rows) {
+      const Raw* xr = reinterpret_cast<const Raw*>(x + row * n);
+#pragma unroll
+      for (int p = 0; p < P; ++p) {
+        const int q = p * threads + t;
+        if (q < packs) copy16_async(&stage[(s * P + p) * threads + t], xr + q);
+      }
+    }
+    async_commit();  // an empty group past the last row keeps the wait count below uniform
+  };
+  int64_t row = blockIdx.x;
+#pragma unroll
+  for (int s = 0; s < kFwdStages - 1; ++s) fetch(row + s * static_cast<int64_t>(gridDim.x), s);
+  for (int i = 0; row < rows; row += gridDim.x, ++i) {
+    fetch(row + (kFwdStages - 1) * static_cast<int64_t>(gridDim.x),
+          (i + kFwdStages - 1) % kFwdStages);
+    async_wait<kFwdStages - 1>();
+    const Raw* mine = stage + (i % kFwdStages) * P * threads + t;
+    float v[P][V];
+    float sum = 0.0f;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      if (p * threads + t < packs) {
+        const Raw r = mine[p * threads];
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          v[p][k] = to_f(r.v[k]);
+          sum += v[p][k];
+        }
+      }
+    }
+    const float mu = kCentered ? group_sum1(sum, scratch, 0, threads) * inv_n : 0.0f;
+    float sq = 0.0f;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      if (p * threads + t < packs) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) sq += (v[p][k] - mu) * (v[p][k] - mu);
+      }
+    }
+    const float rs = rsqrtf(group_sum1(sq, scratch, 0, threads) * inv_n + eps);
+    T* yr = y + row * n;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int q = p * threads + t;
+      if (q < packs) {
+        const int64_t c = static_cast<int64_t>(q) * V;
+        float w[V], b[V], o[V];
+        load_param<W, V>(weight, c, 1.0f, w);
+        load_param<B, V>(kCentered ? bias : nullptr, c, 0.0f, b);
+#pragma unroll
+        for (int k = 0; k < V; ++k) o[k] = (v[p][k] - mu) * rs * w[k] + b[k];
+        store_floats<T, V>(yr + c, o);
+      }
+    }
+    if (t == 0) {
+      if (kCentered) mean[row] = mu;
+      rstd[row] = rs;
+    }
+  }
+}
+
 template <class T, class W, class B, bool kCentered>
 __global__ void __launch_bounds__(kLongThreads)
     forward_long(const T* __restrict__ x, const W* __restrict__ weight, const B* __restrict__ bias,
                  T* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd,
                  int64_t rows, int64_t n, float eps) {
-  __shared__ float2 scratch[32];
+  __shared__ float scratch[32];
   const int threads = blockDim.x;
   const float inv_n = 1.0f / static_cast<float>(n);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -145,13 +258,13 @@ __global__ void __launch_bounds__(kLongThreads)
     if (kCentered) {
       for (int64_t i = threadIdx.x; i < n; i += threads) sum += to_f(xr[i]);
     }
-    const float mu = kCentered ? group_sum2(sum, 0.0f, scratch, 0, threads).x * inv_n : 0.0f;
+    const float mu = kCentered ? group_sum1(sum, scratch, 0, threads) * inv_n : 0.0f;
     float sq = 0.0f;
     for (int64_t i = threadIdx.x; i < n; i += threads) {
       const float d = to_f(xr[i]) - mu;
       sq += d * d;
     }
-    const float rs = rsqrtf(group_sum2(sq, 0.0f, scratch, 0, threads).x * inv_n + eps);
+    const float rs = rsqrtf(group_sum1(sq, scratch, 0, threads) * inv_n + eps);
     T* yr = y + row * n;
     for (int64_t i = threadIdx.x; i < n; i += threads) {
       float v = (to_f(xr[i]) - mu) * rs;
@@ -176,8 +289,10 @@ static __global__ void empty_row_stats(float* mean, float* rstd, int64_t rows) {
   }
 }
 
-// Backward, rows in registers. blockDim.x = groups * threads; dynamic shared memory holds
-// blockDim.x * (kParts * P * V + 1) floats; `part` receives kParts rows of n per block.
+// Backward, rows in registers, the next one loaded into registers too (rows of single elements,
+// and GPUs without the shared memory of backward_staged). blockDim.x = groups * threads; dynamic
+// shared memory holds blockDim.x * (kParts * P * V + 1) floats; `part` receives kParts rows of n
+// per block.
 template <class T, class W, int V, bool kCentered>
 __global__ void __launch_bounds__(kMaxThreads)
     backward_rows(const T* __restrict__ dy, const T* __restrict__ x,
@@ -190,7 +305,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   constexpr int kStride = kSlots + 1;     // odd: threads' slots fall in different banks
   using Raw = Pack<T, V>;
   extern __shared__ float sums[];         // [groups][threads][kStride]
-  __shared__ float2 scratch[kMaxGroups][32];
+  __shared__ float scratch[kMaxGroups][32 * 2];
   const int groups = blockDim.x / threads, group = threadIdx.x / threads;
   const int t = threadIdx.x % threads, packs = n / V;
   const float inv_n = 1.0f / static_cast<float>(n);
@@ -237,8 +352,9 @@ __global__ void __launch_bounds__(kMaxThreads)
         }
       }
     }
-    const float2 s = group_sum2(sum_g, sum_gx, scratch[group], 1 + group, threads);
-    const float c1 = kCentered ? s.x * inv_n : 0.0f, c2 = s.y * inv_n;
+    float s[2] = {sum_g, sum_gx};
+    group_sum<2>(s, scratch[group], 1 + group, threads);
+    const float c1 = kCentered ? s[0] * inv_n : 0.0f, c2 = s[1] * inv_n;
     T* dxr = dx + row * n;
 #pragma unroll
     for (int p = 0; p < P; ++p) {
@@ -283,6 +399,169 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+// Backward of rows of 16-byte packs: row groups as in backward_rows, but a group takes R
+// consecutive rows at a time, with one reduction for the R of them (more work between the
+// group's barriers), and the next S - 1 such steps of x and dy are on their way into shared
+// memory (each thread copies and reads only its own packs) while the group works on the
+// current one. Each thread keeps its columns' sums in registers, and its weights, both the same
+// for every row; at the end the stages' memory holds every thread's sums, slot by slot, for
+// group 0 to add up.
+template <class T, class W, bool kCentered, int R, int S>
+__global__ void __launch_bounds__(kMaxThreads)
+    backward_staged(const T* __restrict__ dy, const T* __restrict__ x,
+                    const float* __restrict__ mean, const float* __restrict__ rstd,
+                    const W* __restrict__ weight, T* __restrict__ dx, float* __restrict__ part,
+                    int64_t rows, int n, int threads) {
+  constexpr int V = kVec<T>, P = bwd_packs<V>();
+  constexpr int kParts = kCentered ? 2 : 1;
+  constexpr int kRowPacks = 2 * P;  // x then dy, per thread
+  using Raw = Pack<T, V>;
+  extern __shared__ uint4 staged[];  // [groups][S][R][x, dy][P][threads] packs
+  __shared__ float scratch[kMaxGroups][32 * 2 * R];
+  const int groups = blockDim.x / threads, group = threadIdx.x / threads;
+  const int t = threadIdx.x % threads, packs = n / V;
+  const float inv_n = 1.0f / static_cast<float>(n);
+  Raw* mine = reinterpret_cast<Raw*>(staged) + group * S * R * kRowPacks * threads + t;
+  float w[P][V], acc[kParts][P][V];
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int q = p * threads + t;
+    if (q < packs) load_param<W, V>(weight, static_cast<int64_t>(q) * V, 1.0f, w[p]);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+#pragma unroll
+      for (int j = 0; j < kParts; ++j) acc[j][p][k] = 0.0f;
+    }
+  }
+  auto fetch = [&](int64_t first, int stage) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (first + r < rows) {
+        const Raw* xr = reinterpret_cast<const Raw*>(x + (first + r) * n);
+        const Raw* gr = reinterpret_cast<const Raw*>(dy + (first + r) * n);
+        Raw* dst = mine + (stage * R + r) * kRowPacks * threads;
+#pragma unroll
+        for (int p = 0; p < P; ++p) {
+          const int q = p * threads + t;
+          if (q < packs) {
+            copy16_async(dst + p * threads, xr + q);
+            copy16_async(dst + (P + p) * threads, gr + q);
+          }
+        }
+      }
+    }
+    async_commit();  // an empty group past the last row keeps the wait count below uniform
+  };
+  const int64_t step = static_cast<int64_t>(gridDim.x) * groups * R;
+  int64_t first = (static_cast<int64_t>(blockIdx.x) * groups + group) * R;
+#pragma unroll
+  for (int stage = 0; stage < S - 1; ++stage) fetch(first + stage * step, stage);
+  // The statistics of a step's rows are loaded during the step before.
+  float cm[R], cr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    cm[r] = kCentered && first + r < rows ? mean[first + r] : 0.0f;
+    cr[r] = first + r < rows ? rstd[first + r] : 0.0f;
+  }
+  for (int i = 0; first < rows; first += step, ++i) {
+    fetch(first + (S - 1) * step, (i + S - 1) % S);
+    float nm[R], nr[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t next = first + step + r;
+      nm[r] = kCentered && next < rows ? mean[next] : 0.0f;
+      nr[r] = next < rows ? rstd[next] : 0.0f;
+    }
+    async_wait<S - 1>();
+    // x and dy are read from the stage twice rather than kept through the reduction: fewer
+    // live registers.
+    const Raw* cur = mine + (i % S) * R * kRowPacks * threads;
+    float s[2 * R];  // per row: sum of g, sum of g * xhat
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      s[2 * r] = 0.0f;
+      s[2 * r + 1] = 0.0f;
+      if (first + r >= rows) continue;
+#pragma unroll
+      for (int p = 0; p < P; ++p) {
+        if (p * threads + t < packs) {
+          const Raw cx = cur[(r * kRowPacks + p) * threads];
+          const Raw cg = cur[(r * kRowPacks + P + p) * threads];
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            const float d = to_f(cg.v[k]), xhat = (to_f(cx.v[k]) - cm[r]) * cr[r];
+            const float g = d * w[p][k];
+            acc[0][p][k] += d * xhat;
+            if (kCentered) acc[kParts - 1][p][k] += d;
+            s[2 * r] += g;
+            s[2 * r + 1] += g * xhat;
+          }
+        }
+      }
+    }
+    group_sum<2 * R>(s, scratch[group], 1 + group, threads);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (first + r >= rows) continue;
+      const float c1 = kCentered ? s[2 * r] * inv_n : 0.0f, c2 = s[2 * r + 1] * inv_n;
+      T* dxr = dx + (first + r) * n;
+#pragma unroll
+      for (int p = 0; p < P; ++p) {
+        const int q = p * threads + t;
+        if (q < packs) {
+          const Raw cx = cur[(r * kRowPacks + p) * threads];
+          const Raw cg = cur[(r * kRowPacks + P + p) * threads];
+          float o[V];
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            const float xhat = (to_f(cx.v[k]) - cm[r]) * cr[r], g = to_f(cg.v[k]) * w[p][k];
+            o[k] = cr[r] * (g - c1 - xhat * c2);
+          }
+          store_floats<T, V>(dxr + static_cast<int64_t>(q) * V, o);
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      cm[r] = nm[r];
+      cr[r] = nr[r];
+    }
+  }
+  async_wait<0>();
+  __syncthreads();  // every group is done with the stages: they now hold the sums
+  float* sums = reinterpret_cast<float*>(staged);  // [slot][blockDim.x]
+#pragma unroll
+  for (int j = 0; j < kParts; ++j) {
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        sums[((j * P + p) * V + k) * blockDim.x + threadIdx.x] = acc[j][p][k];
+      }
+    }
+  }
+  __syncthreads();
+  if (group != 0) return;  // group 0 adds up the groups' sums of its columns
+#pragma unroll
+  for (int j = 0; j < kParts; ++j) {
+    float* out = part + (static_cast<int64_t>(j) * gridDim.x + blockIdx.x) * n;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int q = p * threads + t;
+      if (q < packs) {
+        float total[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const float* slot = sums + ((j * P + p) * V + k) * blockDim.x + t;
+          total[k] = 0.0f;
+          for (int r = 0; r < groups; ++r) total[k] += slot[r * threads];
+        }
+        store_floats<float, V>(out + static_cast<int64_t>(q) * V, total);
+      }
+    }
+  }
+}
+
 // Backward of rows longer than the registers hold: two reads of x and dy per row; a block's
 // partial column sums live in its rows of `part` (each thread owns the same columns throughout).
 template <class T, class W, bool kCentered>
@@ -291,7 +570,7 @@ __global__ void __launch_bounds__(kLongThreads)
                   const float* __restrict__ mean, const float* __restrict__ rstd,
                   const W* __restrict__ weight, T* __restrict__ dx, float* __restrict__ part,
                   int64_t rows, int64_t n) {
-  __shared__ float2 scratch[32];
+  __shared__ float scratch[32 * 2];
   const int threads = blockDim.x;
   const float inv_n = 1.0f / static_cast<float>(n);
   float* pw = part + static_cast<int64_t>(blockIdx.x) * n;
@@ -310,8 +589,9 @@ __global__ void __launch_bounds__(kLongThreads)
       sum_g += g;
       sum_gx += g * xhat;
     }
-    const float2 s = group_sum2(sum_g, sum_gx, scratch, 0, threads);
-    const float c1 = kCentered ? s.x * inv_n : 0.0f, c2 = s.y * inv_n;
+    float s[2] = {sum_g, sum_gx};
+    group_sum<2>(s, scratch, 0, threads);
+    const float c1 = kCentered ? s[0] * inv_n : 0.0f, c2 = s[1] * inv_n;
     for (int64_t i = threadIdx.x; i < n; i += threads) {
       const float xhat = (to_f(x[base + i]) - mu) * rs, d = to_f(dy[base + i]);
       const float g = d * (weight != nullptr ? to_f(weight[i]) : 1.0f);
@@ -415,23 +695,47 @@ class Dense {
 };
 
 template <class T, class W, class B, bool kCentered>
-void launch_forward(const T* x, const W* weight, const B* bias, T* y, float* mean, float* rstd,
-                    int64_t rows, int64_t n, float eps, cudaStream_t s) {
+opforge_status launch_forward(const char* op, const T* x, const W* weight, const B* bias, T* y,
+                              float* mean, float* rstd, int64_t rows, int64_t n, float eps,
+                              int device, cudaStream_t s) {
   constexpr int V = kVec<T>;
   const unsigned grid = grid_for(rows, 1);
   if (n % V == 0 && aligned16(x) && aligned16(y) && aligned16(weight) && aligned16(bias)) {
     if (const int threads = row_threads(n / V, fwd_packs<V>())) {
-      forward_rows<T, W, B, V, kCentered><<<grid, threads, 0, s>>>(x, weight, bias, y, mean, rstd,
-                                                                  rows, static_cast<int>(n), eps);
-      return;
+      // Rows of 2-byte types go through the stages. A float32 row in registers already keeps
+      // twice the bytes in flight, and float32 stages would take the shared memory of blocks
+      // that fit by registers (slower on an H100).
+      if constexpr (sizeof(T) == 2) {
+        DeviceInfo dev;
+        cudaError_t err = device_info(device, &dev);
+        if (err != cudaSuccess) return cuda_failure(op, "cudaDeviceGetAttribute", err);
+        const size_t smem = size_t{16} * kFwdStages * fwd_packs<V>() * threads;
+        if (smem + sizeof(float) * 32 <= static_cast<size_t>(dev.smem_optin)) {
+          auto kernel = forward_staged<T, W, B, kCentered>;
+          err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+          int per_sm = 0;
+          if (err == cudaSuccess) {
+            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
+          }
+          if (err != cudaSuccess) return cuda_failure(op, "forward kernel set-up", err);
+          const auto blocks = std::min<int64_t>(rows, int64_t{dev.sms} * std::max(per_sm, 1));
+          kernel<<<static_cast<unsigned>(blocks), threads, smem, s>>>(
+              x, weight, bias, y, mean, rstd, rows, static_cast<int>(n), eps);
+          return check_launch(op);
+        }
+      }
+      forward_rows<T, W, B, V, kCentered><<<grid, threads, 0, s>>>(
+          x, weight, bias, y, mean, rstd, rows, static_cast<int>(n), eps);
+      return check_launch(op);
     }
   } else if (const int threads = row_threads(n, fwd_packs<1>())) {
     forward_rows<T, W, B, 1, kCentered><<<grid, threads, 0, s>>>(x, weight, bias, y, mean, rstd,
                                                                 rows, static_cast<int>(n), eps);
-    return;
+    return check_launch(op);
   }
   forward_long<T, W, B, kCentered><<<grid, kLongThreads, 0, s>>>(x, weight, bias, y, mean, rstd,
                                                                 rows, n, eps);
+  return check_launch(op);
 }
 
 // y, mean (centered only) and rstd of x normalised over its last k dims.
@@ -467,9 +771,8 @@ opforge_status norm_forward(const char* op, const Tensor& x, size_t k, const Ten
         using B = decltype(btag);
         const B* pb = dense.input<B>(bias);
         if (dense.status() != OPFORGE_OK) return dense.status();
-        launch_forward<T, W, B, kCentered>(px, pw, pb, py, pm, pr, r.rows, r.n,
-                                           static_cast<float>(eps), s);
-        return check_launch(op);
+        return launch_forward<T, W, B, kCentered>(op, px, pw, pb, py, pm, pr, r.rows, r.n,
+                                                  static_cast<float>(eps), x.device.device_id, s);
       };
       if constexpr (kCentered) {
         return with_param_type<T>(b_float, run);
@@ -500,15 +803,40 @@ opforge_status launch_backward(const char* op, const T* dy, const T* x, const fl
   float* part = nullptr;
   if (rows > 0 && threads > 0) {
     const int groups = std::min(kMaxGroups, kMaxThreads / threads);
-    const size_t smem = sizeof(float) * groups * threads * (kParts * elems + 1);
+    // backward_staged: with two rows per step (two steps staged) where a row group is the
+    // whole block, alone on its SM, which would otherwise idle through each row's reduction,
+    // and where that fits in shared memory (2-byte types: float32 rows of a whole block would
+    // take 256 KB); else one row per step, three staged; else (less shared memory than an
+    // H100's) backward_rows.
+    auto stages = [&](int per_step, int steps) {
+      return size_t{32} * bwd_packs<V>() * groups * threads * per_step * steps;
+    };
+    auto fits = [&](int per_step, int steps) {
+      return vector && stages(per_step, steps) + sizeof(float) * kMaxGroups * 64 * per_step <=
+                           static_cast<size_t>(dev.smem_optin);
+    };
     auto kernel = vector ? backward_rows<T, W, V, kCentered> : backward_rows<T, W, 1, kCentered>;
+    size_t smem = sizeof(float) * groups * threads * (kParts * elems + 1);
+    int per_step = 1;
+    if constexpr (sizeof(T) == 2) {
+      if (groups == 1 && fits(2, 2)) {
+        kernel = backward_staged<T, W, kCentered, 2, 2>;
+        smem = stages(2, 2);
+        per_step = 2;
+      }
+    }
+    if (per_step == 1 && fits(1, 3)) {
+      kernel = backward_staged<T, W, kCentered, 1, 3>;
+      smem = stages(1, 3);
+    }
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     int per_sm = 0;
     if (err == cudaSuccess) {
       err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, groups * threads, smem);
     }
     if (err != cudaSuccess) return cuda_failure(op, "backward kernel set-up", err);
-    blocks = std::min<int64_t>(ceil_div(rows, groups), int64_t{dev.sms} * std::max(per_sm, 1));
+    blocks = std::min<int64_t>(ceil_div(rows, groups * per_step),
+                               int64_t{dev.sms} * std::max(per_sm, 1));
     err = scratch.alloc(kParts * blocks * n, &part);
     if (err != cudaSuccess) return cuda_failure(op, "cudaMallocAsync (partial sums)", err);
     kernel<<<static_cast<unsigned>(blocks), groups * threads, smem, s>>>(
