@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import importlib.metadata
-import os
+import importlib.util
 import re
 import shutil
 import site
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from opforge.build.toolchain import TOOL_RULE, find_tool
+from opforge.dockerengine import engine_version
+from opforge.errors import ToolMissing
+from opforge.proxies import PROXY_NAMES
 from opforge.redact import mask_url
-
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")
+from opforge.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -27,22 +30,16 @@ class Check:
     detail: str
 
 
-def _docker_engine() -> Check:
-    try:
-        import docker
-        from docker.errors import DockerException
-    except ImportError:
+def _docker_engine(docker_host: str) -> Check:
+    if importlib.util.find_spec("docker") is None:
         return Check("docker engine", False, "docker SDK not installed (pip install docker)")
     try:
-        client = docker.from_env(timeout=3)
-        try:
-            version = client.version().get("Version", "?")
-        finally:
-            client.close()
-        return Check("docker engine", True, f"reachable, server {version}")
-    except DockerException:
-        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        return Check("docker engine", False, f"not reachable at {where} (is dockerd running?)")
+        version = engine_version()
+    except ToolMissing:
+        return Check(
+            "docker engine", False, f"not reachable at {docker_host} (is dockerd running?)"
+        )
+    return Check("docker engine", True, f"reachable, server {version}")
 
 
 def site_packages() -> list[str]:
@@ -50,12 +47,12 @@ def site_packages() -> list[str]:
     return [*site.getsitepackages(), site.getusersitepackages()]
 
 
-def cudnn_search_dirs() -> list[Path]:
-    """Include directories where cuDNN headers may be, in the order they are searched."""
+def cudnn_search_dirs(cudnn_root: Path | None) -> list[Path]:
+    """Include directories where cuDNN headers may be, in the order they are searched
+    (``cudnn_root``: ``CUDNN_ROOT``, first)."""
     dirs: list[Path] = []
-    root = os.environ.get("CUDNN_ROOT")
-    if root:
-        dirs.append(Path(root) / "include")
+    if cudnn_root:
+        dirs.append(cudnn_root / "include")
     dirs += [
         Path("/usr/local/cuda/include"),
         Path("/usr/include"),
@@ -65,8 +62,8 @@ def cudnn_search_dirs() -> list[Path]:
     return list(dict.fromkeys(dirs))
 
 
-def _cudnn() -> Check:
-    for include in cudnn_search_dirs():
+def _cudnn(cudnn_root: Path | None) -> Check:
+    for include in cudnn_search_dirs(cudnn_root):
         headers = [include / "cudnn_version.h", *sorted(include.glob("cudnn_v*.h"))]
         for header in headers:
             if header.is_file():
@@ -77,7 +74,7 @@ def _cudnn() -> Check:
                 ]
                 version = ".".join(m.group(1) for m in parts if m) or "unknown version"
                 return Check("cuDNN", True, f"{version} at {include}")
-    searched = ", ".join(str(d) for d in cudnn_search_dirs()[:4])
+    searched = ", ".join(str(d) for d in cudnn_search_dirs(cudnn_root)[:4])
     return Check("cuDNN", False, f"not found (searched {searched}, site-packages/nvidia/cudnn)")
 
 
@@ -126,43 +123,37 @@ def _version(name: str) -> str | None:
         return None
 
 
-def _tool(name: str) -> Check:
+def _tool(name: str, override: str | None) -> Check:
     """The tool a build will use, by the rule of ``opforge.build.toolchain``, and why that one."""
-    tool = find_tool(name)
+    tool = find_tool(name, override)
     if tool is None:
         return Check(name, False, "not found (looked in: " + TOOL_RULE[name] + ")")
     return Check(name, True, f"{tool.version} ({tool.path}, from {tool.origin})")
 
 
-def _proxies() -> Check:
-    found = []
-    for name in PROXY_VARIABLES:
-        value = os.environ.get(name) or os.environ.get(name.lower())
-        if value:
-            found.append(f"{name}={mask_url(value)}")
+def _proxies(proxies: Mapping[str, str]) -> Check:
+    found = [f"{name}={mask_url(proxies[name])}" for name in PROXY_NAMES if name in proxies]
     if not found:
         return Check("proxies", True, "none set (direct connections)")
     return Check("proxies", True, " ".join(found))
 
 
-def run_checks() -> list[Check]:
+def run_checks(settings: Settings) -> list[Check]:
     """Probe the machine; nothing here raises for a missing piece."""
     return [
         Check("python", True, f"{sys.version.split()[0]} ({sys.executable})"),
-        _docker_engine(),
-        _tool("cmake"),
-        _tool("ninja"),
-        _tool("c++"),
-        _tool("nvcc"),
-        _cudnn(),
+        _docker_engine(settings.docker_host),
+        *(
+            _tool(name, settings.tool_overrides.get(name))
+            for name in ("cmake", "ninja", "c++", "nvcc")
+        ),
+        _cudnn(settings.cudnn_root),
         _gpu(),
         _package("torch"),
         _package("mindspore"),
         numpy_for_mindspore(_version("mindspore"), _version("numpy")),
-        _proxies(),
-        Check(
-            "CA bundle", True, os.environ.get("REQUESTS_CA_BUNDLE") or "requests default (certifi)"
-        ),
+        _proxies(settings.proxies),
+        Check("CA bundle", True, settings.ca_bundle or "requests default (certifi)"),
     ]
 
 

@@ -6,9 +6,9 @@ import re
 import sys
 from pathlib import Path
 
+from opforge.build.steps import Step
 from opforge.build.toolchain import Tool
 from opforge.recipes.model import OptionValue, Recipe
-from opforge.runners.base import Step
 
 
 def pin_variable(pin_name: str) -> str:

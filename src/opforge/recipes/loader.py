@@ -10,12 +10,12 @@ from pathlib import Path
 
 import jsonschema
 
-from opforge.build.wheel import requirement_problem
 from opforge.errors import RecipeError
 from opforge.pins.model import PinSet
 from opforge.recipes.model import Recipe, recipe_from_dict
 from opforge.recipes.paths import lexical_problem, link_problem
 from opforge.recipes.schema import RECIPE_SCHEMA
+from opforge.requirements import requirement_problem
 from opforge.yamlfile import read_yaml_file
 
 _VALIDATOR = jsonschema.Draft202012Validator(RECIPE_SCHEMA)
