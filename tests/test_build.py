@@ -169,9 +169,8 @@ install(TARGETS {name} LIBRARY DESTINATION lib)
 
 LIB_RECIPE = """\
 name: {name}
-kind: cmake
+schema: 1
 sources: ["{name}/*"]
-image: devel
 cmake: {{source_dir: {name}}}
 profiles: {{cpu: {{}}}}
 outputs: [lib/lib{name}.so]
@@ -376,9 +375,8 @@ install(FILES probe/__init__.py DESTINATION python/opforge_probe)
 
 PY_RECIPE = """\
 name: probe
-kind: cmake
+schema: 1
 sources: ["probe/**/*"]
-image: devel
 cmake: {source_dir: probe}
 profiles: {cpu: {}}
 outputs: [python/opforge_probe/__init__.py]
@@ -532,7 +530,7 @@ def generated_project(tmp_path, monkeypatch) -> Project:
     (root / "gen" / "CMakeLists.txt").write_text(GEN_CMAKE)
     (root / "gen" / "input.txt").write_text("input\n")
     (root / "recipes" / "gen.yaml").write_text(
-        "name: gen\nkind: cmake\nsources: [gen/*]\nimage: devel\ncmake: {source_dir: gen}\n"
+        "name: gen\nschema: 1\nsources: [gen/*]\ncmake: {source_dir: gen}\n"
         "profiles: {cpu: {}}\noutputs: [share/gen/value.txt]\ngenerators: [probe_generator]\n"
     )
     modules = tmp_path / "modules"
@@ -612,7 +610,7 @@ def test_a_deleted_profile_output_is_rebuilt(tmp_path):
     (root / "extra" / "base.txt").write_text("base\n")
     (root / "extra" / "extra.txt").write_text("extra\n")
     (root / "recipes" / "extra.yaml").write_text(
-        "name: extra\nkind: cmake\nsources: [extra/*]\nimage: devel\n"
+        "name: extra\nschema: 1\nsources: [extra/*]\n"
         "cmake: {source_dir: extra}\noutputs: [share/extra/base.txt]\n"
         "profiles:\n  cpu: {}\n"
         "  gpu: {options: {WITH_EXTRA: true}, outputs: [share/extra/extra.txt]}\n"
@@ -651,7 +649,7 @@ def two_wheels(tmp_path) -> Project:
         (tmp_path / name / "CMakeLists.txt").write_text(NS_CMAKE.format(name=name))
         (tmp_path / name / "__init__.py").write_text(f"NAME = {name!r}\n")
         (tmp_path / "recipes" / f"{name}.yaml").write_text(
-            f"name: {name}\nkind: cmake\nsources: [{name}/*]\nimage: devel\n"
+            f"name: {name}\nschema: 1\nsources: [{name}/*]\n"
             f"cmake: {{source_dir: {name}}}\nprofiles: {{cpu: {{}}}}\ndepends_on: {deps}\n"
             f"outputs: [python/nsprobe/{name}/*.py]\n"
             f"wheel: {{name: nsprobe-{name}, root: python, requires: ['pytest>=1']}}\n"

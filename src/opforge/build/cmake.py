@@ -34,8 +34,7 @@ def cmake_steps(
     tools: dict[str, Tool],
     jobs: int,
 ) -> list[Step]:
-    """Configure, build and install steps for ``recipe`` (which must be of kind ``cmake``)."""
-    assert recipe.cmake is not None
+    """Configure, build and install steps for ``recipe``."""
     cmake = str(tools["cmake"].path)
     defines = {
         "CMAKE_INSTALL_PREFIX": str(prefix),
