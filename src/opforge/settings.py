@@ -28,6 +28,8 @@ DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 ENVIRONMENT: dict[str, str] = {
     "OPFORGE_PROJECT": "the project root, when `--project` is not given",
     "OPFORGE_CACHE": "the download cache, when `--cache` is not given",
+    "OPFORGE_BUILD_DIR": "the build trees' directory instead of `<project>/build` "
+    "(the devcontainer keeps its own)",
     "OPFORGE_NO_PROGRESS": "set: no download progress bars",
     "CI": "set: no download progress bars (CI logs)",
     "BASE_IMAGE": "the pip/deb flavours' base image, when `--base-image` is not given",
@@ -137,7 +139,8 @@ def resolve_settings(
         or (handoff.cache_dir if handoff else None)
         or _path(environ.get("OPFORGE_CACHE"))
         or default_cache_dir(),
-        build_dir=handoff.build_dir if handoff else None,
+        build_dir=(handoff.build_dir if handoff else None)
+        or _path(environ.get("OPFORGE_BUILD_DIR")),
         image=handoff.image if handoff else "host",
         progress=not (environ.get("CI") or environ.get("OPFORGE_NO_PROGRESS")),
         base_image=base_image or environ.get("BASE_IMAGE") or None,
