@@ -7,7 +7,9 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -98,6 +100,27 @@ def fetcher(cache: ContentCache) -> Fetcher:
 def sha256(data: bytes) -> str:
     """Hex sha256 of ``data``."""
     return hashlib.sha256(data).hexdigest()
+
+
+def run_opforge(
+    *args: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    **popen: object,
+) -> subprocess.CompletedProcess:
+    """``python -m opforge ARGS`` as a user runs it: a subprocess of this interpreter, in this
+    environment plus ``env``, output captured, exit status not checked."""
+    return subprocess.run(
+        [sys.executable, "-m", "opforge", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        check=False,
+        **popen,
+    )
 
 
 def write_pins(path: Path, body: str) -> Path:

@@ -23,19 +23,14 @@ from opforge.pins.digest import hash_file
 from opforge.pins.fetch import Fetcher
 from opforge.project import Project
 from opforge.settings import resolve_settings
-from tests.conftest import REPO
+from tests.conftest import REPO, run_opforge
 
 pytestmark = pytest.mark.slow
 
 
 def opforge(project: Path, *args: str) -> subprocess.CompletedProcess:
     """Run the real CLI against ``project``."""
-    return subprocess.run(
-        [sys.executable, "-m", "opforge", "--project", str(project), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_opforge("--project", str(project), *args)
 
 
 def copy_project(dest: Path) -> Path:

@@ -21,6 +21,7 @@ from opforge.ci.workflow import WORKFLOW_PATH, render
 from opforge.errors import ConfigError
 from opforge.images.service import ImageOptions, image_spec
 from opforge.project import Project
+from tests.conftest import run_opforge
 
 REPO = Path(__file__).resolve().parent.parent
 MATRIX = REPO / "ci" / "matrix.yaml"
@@ -28,9 +29,7 @@ VERSIONS = REPO / "images" / "versions.yaml"
 
 
 def cli(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "opforge", *args], cwd=root, capture_output=True, text=True
-    )
+    return run_opforge(*args, cwd=root)
 
 
 def test_cells_cover_three_cudnn_per_cuda_and_every_exclusion_has_a_reason():

@@ -9,19 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, sha256, write_pins
+from tests.conftest import REPO, run_opforge, sha256, write_pins
 
 
 def run(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
-    """``opforge ARGS`` as a subprocess."""
-    return subprocess.run(
-        [sys.executable, "-m", "opforge", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
+    """``opforge ARGS`` as a subprocess, in this checkout unless ``cwd`` says otherwise."""
+    return run_opforge(*args, cwd=cwd, env=env)
 
 
 def assert_user_error(result: subprocess.CompletedProcess, text: str) -> None:

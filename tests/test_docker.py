@@ -14,7 +14,6 @@ import contextlib
 import os
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 import zipfile
@@ -33,7 +32,7 @@ from opforge.settings import Settings, resolve_settings
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
-from tests.conftest import BASE  # noqa: E402
+from tests.conftest import BASE, run_opforge  # noqa: E402
 
 
 def copy_project(dest: Path) -> Path:
@@ -46,15 +45,7 @@ def copy_project(dest: Path) -> Path:
 
 
 def opforge(project: Path, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
-    env = {**os.environ, "BASE_IMAGE": BASE}
-    return subprocess.run(
-        [sys.executable, "-m", "opforge", *args],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_opforge(*args, cwd=project, env={"BASE_IMAGE": BASE}, timeout=timeout)
 
 
 class Created:
