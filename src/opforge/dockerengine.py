@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from opforge.errors import ToolMissing
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 # Long enough for an image build's slowest API call; probes use their own short timeout.
 CLIENT_TIMEOUT_S = 600
 PROBE_TIMEOUT_S = 3
 
 
-def docker_client(timeout: int = CLIENT_TIMEOUT_S):
+def docker_client(timeout: int = CLIENT_TIMEOUT_S) -> DockerClient:
     """A Docker SDK client for the engine of this environment (DOCKER_HOST or the local
     socket, as the SDK reads them), or ``ToolMissing`` saying why there is none."""
     try:
