@@ -294,13 +294,15 @@ def test_cpu_build_in_devel_then_tests_in_runtime(workspace, devel, runtime, tmp
 
 def test_a_failing_step_in_a_container_shows_its_command_and_log(tmp_path, devel):
     project = copy_project(tmp_path / "broken")
-    api = project / "kernels" / "src" / "api.cpp"
-    api.write_text(api.read_text() + "\nthis is not C++;\n")
+    source = project / "kernels" / "src" / "common" / "status.cpp"
+    source.write_text(source.read_text() + "\nthis is not C++;\n")
     result = opforge(project, "build", "kernels", "--runner", "docker", "--quiet")
     shutil.rmtree(project)
     assert result.returncode == 1
     assert "step build failed" in result.stdout + result.stderr
-    assert "api.cpp" in result.stdout + result.stderr and "error" in result.stdout + result.stderr
+    assert (
+        "status.cpp" in result.stdout + result.stderr and "error" in result.stdout + result.stderr
+    )
     assert "failed in container" in result.stderr
     assert "Traceback" not in result.stderr
 

@@ -30,24 +30,15 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
     runner, why = resolve_runner(args.runner)
     print(f"runner: {runner} ({why})", flush=True)
     if runner == "docker":
-        from opforge.container.jobs import build_in_container
+        from opforge.container.jobs import Workspace, build_in_container
 
         def say(line: str) -> None:
             # --quiet hides the build tools' output, never opforge's own progress lines.
             if not args.quiet or line.startswith(("[", "runner:")):
                 print(line)
 
-        build_in_container(
-            found,
-            fetcher(args, settings),
-            settings,
-            images(args, settings),
-            args.targets,
-            args.profile,
-            args.jobs,
-            args.quiet,
-            say=say,
-        )
+        work = Workspace(found, fetcher(args, settings), settings, images(args, settings), say)
+        build_in_container(work, args.targets, args.profile, args.jobs, args.quiet)
         return 0
     engine = BuildEngine(
         found,
@@ -77,17 +68,10 @@ def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
             f"cannot run tests in the runtime image: {why}",
             hint="start a Docker engine, or use --runner host",
         )
-    from opforge.container.jobs import test_in_container
+    from opforge.container.jobs import Workspace, test_in_container
 
-    test_in_container(
-        found,
-        fetcher(args, settings),
-        settings,
-        images(args, settings),
-        args.targets,
-        args.profile,
-        junit_dir=resolved(args.junit_dir),
-    )
+    work = Workspace(found, fetcher(args, settings), settings, images(args, settings))
+    test_in_container(work, args.targets, args.profile, resolved(args.junit_dir))
     return 0
 
 
