@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import runpy
+from pathlib import Path
+
 import nox
 
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["tests"]
 
-# The torch the CPU adapter builds against (a CPU build; the GPU sessions use the host's torch).
-TORCH = "torch==2.13.0"
-# The MindSpore the adapter is tested with; it is built against NumPy 1.x (see README).
-MINDSPORE = ("mindspore==2.10.0", "numpy<2")
+# The framework versions live in one file of the package; it imports nothing, so it is read by
+# path here, where opforge is not installed. TORCH: a CPU build (the GPU sessions use the
+# host's torch); MINDSPORE: with the NumPy 1.x it is built against.
+_FRAMEWORKS = runpy.run_path(str(Path(__file__).parent / "src" / "opforge" / "frameworks.py"))
+TORCH: str = _FRAMEWORKS["TORCH"]
+MINDSPORE: tuple[str, ...] = _FRAMEWORKS["MINDSPORE"]
 # The quick lane: every test but those needing images (docker, devcontainer) and the slow ones.
 QUICK_LANE = "not docker and not slow"
 

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from results_file import save
 
-from opforge.paths import default_cache_dir
 from opforge.pins.cache import CacheState, ContentCache
 from opforge.pins.digest import hash_file
 from opforge.pins.fetch import Fetcher
 from opforge.pins.model import Pin, load_pins
+from opforge.settings import resolve_settings
 
 REPO = Path(__file__).resolve().parent.parent
 GIB = 1 << 30
@@ -90,7 +90,7 @@ def bench_build(workdir: Path, repeats: int) -> dict:
     shutil.copy(REPO / "checksums.yaml", project / "checksums.yaml")
     pins = load_pins(project / "checksums.yaml")
     # The download is not part of the build figure: bring the pin into the cache first.
-    Fetcher(ContentCache(default_cache_dir())).fetch(pins.pins["dlpack-source"])
+    Fetcher(ContentCache(resolve_settings(os.environ).cache_dir)).fetch(pins.pins["dlpack-source"])
     full = opforge("--project", str(project), "build", "kernels", "--profile", "cpu", "--quiet")
     noop = [
         opforge("--project", str(project), "build", "kernels", "--profile", "cpu", "--quiet")

@@ -4,10 +4,10 @@ built are copied out for a GPU machine.
 
     python bench/matrix.py CELL... [--reports DIR] [--artifacts DIR] [--remove]
 
-Each cell runs with `opforge ci run-cell` (a passed build record already in --reports is reused).
+Each cell runs with `opforge ci run-cell` (a passed cell record already in --reports is reused).
 "Cached" rebuilds an image whose layers are all in the cache: its tag is moved aside and
 `opforge images build` runs again (context assembly, upload to the engine, every step cached).
---remove then removes the images the cells' runs created (their build records list them).
+--remove then removes the images the cells' runs created (their cell records list them).
 Saves bench/results/matrix-cells-<cpu>-<date>.json.
 """
 
@@ -31,13 +31,14 @@ sys.path.insert(0, str(REPO / "src"))
 
 from opforge.ci.cell import RECORD, image_flags  # noqa: E402
 from opforge.ci.matrix import load_matrix  # noqa: E402
-from opforge.images.build import docker_client, remove_built  # noqa: E402
+from opforge.dockerengine import docker_client  # noqa: E402
+from opforge.images.build import remove_built  # noqa: E402
 
 OPFORGE = [sys.executable, "-m", "opforge"]
 
 
 def run_cell(cell_id: str, reports: Path) -> dict:
-    """The cell's build record, running the cell unless a passed record exists."""
+    """The cell's cell record, running the cell unless a passed record exists."""
     path = reports / cell_id / RECORD
     if path.is_file() and json.loads(path.read_text()).get("status") == "passed":
         return json.loads(path.read_text())

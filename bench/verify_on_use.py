@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import platform
 import shutil
 import statistics
@@ -20,10 +21,10 @@ from pathlib import Path
 from core import REPO, machine, opforge
 from results_file import save
 
-from opforge.paths import default_cache_dir
 from opforge.pins.cache import ContentCache
 from opforge.pins.fetch import Fetcher
 from opforge.pins.model import load_pins
+from opforge.settings import resolve_settings
 
 
 def bench_noop_build(workdir: Path, repeats: int) -> dict:
@@ -45,7 +46,7 @@ def bench_noop_build(workdir: Path, repeats: int) -> dict:
 def bench_pin_check(repeats: int) -> dict:
     """Wall time of Fetcher.fetch on a cached pin (type, size and sha256 checked) per pin."""
     pins = load_pins(REPO / "checksums.yaml").pins
-    cache = ContentCache(default_cache_dir())
+    cache = ContentCache(resolve_settings(os.environ).cache_dir)
     fetcher = Fetcher(cache, offline=True)
     figures = {}
     for name, pin in pins.items():

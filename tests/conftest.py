@@ -7,17 +7,20 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
+from opforge.dockerengine import engine_missing
 from opforge.pins.cache import ContentCache
 from opforge.pins.fetch import Fetcher, FetchSettings
+from opforge.proxies import PROXY_NAMES
 from tests.servers import start_file_server, start_proxy
 
 REPO = Path(__file__).resolve().parent.parent
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")
 # The local base image of the docker tests' pip images (.ci/docker-engine.sh makes it).
 BASE = os.environ.get("OPFORGE_TEST_BASE_IMAGE", "opforge-base:bookworm")
 
@@ -32,16 +35,6 @@ def _cuda_device_missing() -> str | None:
     return None
 
 
-def _docker_missing() -> str | None:
-    try:
-        import docker
-
-        docker.from_env(timeout=3).ping()
-    except Exception as exc:  # any failure means: no engine to test against
-        return f"no Docker engine reachable ({type(exc).__name__})"
-    return None
-
-
 def _mindspore_missing() -> str | None:
     if importlib.util.find_spec("mindspore") is None:
         return "MindSpore is not installed"
@@ -50,7 +43,7 @@ def _mindspore_missing() -> str | None:
 
 _CAPABILITIES = {
     "gpu": _cuda_device_missing,
-    "docker": _docker_missing,
+    "docker": engine_missing,
     "mindspore": _mindspore_missing,
 }
 
@@ -70,7 +63,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True)
 def _no_ambient_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests set proxies themselves; the machine's own must not leak in."""
-    for name in PROXY_VARIABLES:
+    for name in PROXY_NAMES:
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
 
@@ -107,6 +100,27 @@ def fetcher(cache: ContentCache) -> Fetcher:
 def sha256(data: bytes) -> str:
     """Hex sha256 of ``data``."""
     return hashlib.sha256(data).hexdigest()
+
+
+def run_opforge(
+    *args: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    **popen: object,
+) -> subprocess.CompletedProcess:
+    """``python -m opforge ARGS`` as a user runs it: a subprocess of this interpreter, in this
+    environment plus ``env``, output captured, exit status not checked."""
+    return subprocess.run(
+        [sys.executable, "-m", "opforge", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        check=False,
+        **popen,
+    )
 
 
 def write_pins(path: Path, body: str) -> Path:

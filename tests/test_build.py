@@ -16,25 +16,21 @@ from pathlib import Path
 import pytest
 
 from opforge.build.engine import BuildEngine
-from opforge.paths import default_cache_dir
+from opforge.build.steps import HostRunner
+from opforge.handoff import Handoff
 from opforge.pins.cache import ContentCache
 from opforge.pins.digest import hash_file
 from opforge.pins.fetch import Fetcher
 from opforge.project import Project
-from opforge.runners import HostRunner
-from tests.conftest import REPO
+from opforge.settings import resolve_settings
+from tests.conftest import REPO, run_opforge
 
 pytestmark = pytest.mark.slow
 
 
 def opforge(project: Path, *args: str) -> subprocess.CompletedProcess:
     """Run the real CLI against ``project``."""
-    return subprocess.run(
-        [sys.executable, "-m", "opforge", "--project", str(project), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_opforge("--project", str(project), *args)
 
 
 def copy_project(dest: Path) -> Path:
@@ -55,7 +51,7 @@ def built(tmp_path_factory) -> Path:
 
 
 def test_cpu_build_installs_outputs_and_writes_manifest(built):
-    manifest = json.loads((built / "dist" / "manifest.json").read_text())
+    manifest = json.loads((built / "dist" / "build-record.json").read_text())
     record = manifest["targets"]["kernels"]["cpu"]
     prefix = built / record["prefix"]
     assert record["recipe"] == "recipes/kernels.yaml"
@@ -67,7 +63,7 @@ def test_cpu_build_installs_outputs_and_writes_manifest(built):
     assert (
         inputs["pins"]["dlpack-source"]
         == hash_file(
-            ContentCache(default_cache_dir()).blobs
+            ContentCache(resolve_settings(os.environ).cache_dir).blobs
             / inputs["pins"]["dlpack-source"][:2]
             / inputs["pins"]["dlpack-source"]
         )["sha256"]
@@ -127,7 +123,7 @@ def test_a_failing_step_shows_command_and_log_tail(tmp_path):
     assert "this is not C++" in result.stderr or "add.cpp" in result.stderr
     assert "hint: the full log is" in result.stderr
     assert "Traceback" not in result.stderr
-    assert not (project / "dist" / "manifest.json").exists(), "a failed build records nothing"
+    assert not (project / "dist" / "build-record.json").exists(), "a failed build records nothing"
 
 
 @pytest.mark.skipif(
@@ -138,7 +134,7 @@ def test_gpu_profile_compiles_cuda_for_sm80_and_sm90(tmp_path):
     project = copy_project(tmp_path)
     result = opforge(project, "build", "kernels", "--profile", "gpu", "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr
-    manifest = json.loads((project / "dist" / "manifest.json").read_text())
+    manifest = json.loads((project / "dist" / "build-record.json").read_text())
     record = manifest["targets"]["kernels"]["gpu"]
     assert record["inputs"]["options"]["OPFORGE_WITH_CUDA"] == "ON"
     assert "nvcc" in record["inputs"]["toolchain"]
@@ -168,9 +164,8 @@ install(TARGETS {name} LIBRARY DESTINATION lib)
 
 LIB_RECIPE = """\
 name: {name}
-kind: cmake
+schema: 1
 sources: ["{name}/*"]
-image: devel
 cmake: {{source_dir: {name}}}
 profiles: {{cpu: {{}}}}
 outputs: [lib/lib{name}.so]
@@ -196,7 +191,9 @@ def three_targets(tmp_path) -> Project:
 def _engine(project: Project, lines: list[str]) -> BuildEngine:
     runner = HostRunner(echo=lambda _line: None)
     fetcher = Fetcher(ContentCache(project.root / "cache"), offline=True)
-    return BuildEngine(project, fetcher, runner, jobs=2, say=lines.append)
+    # The tools a variable names (CXX) as the CLI resolves them, after the test has set them.
+    overrides = resolve_settings(os.environ).tool_overrides
+    return BuildEngine(project, fetcher, runner, jobs=2, say=lines.append, tool_overrides=overrides)
 
 
 def _statuses(project: Project, targets: list[str] | None = None) -> dict[str, str]:
@@ -373,9 +370,8 @@ install(FILES probe/__init__.py DESTINATION python/opforge_probe)
 
 PY_RECIPE = """\
 name: probe
-kind: cmake
+schema: 1
 sources: ["probe/**/*"]
-image: devel
 cmake: {source_dir: probe}
 profiles: {cpu: {}}
 outputs: [python/opforge_probe/__init__.py]
@@ -401,7 +397,7 @@ def test_wheel_recipe_builds_records_and_installs_a_wheel(wheel_project, tmp_pat
     from importlib.metadata import version
 
     assert _statuses(wheel_project) == {"probe": "built"}
-    manifest = json.loads((wheel_project.dist_dir / "manifest.json").read_text())
+    manifest = json.loads((wheel_project.build_record).read_text())
     outputs = manifest["targets"]["probe"]["cpu"]["outputs"]
     wheels = [k for k in outputs if k.startswith("wheel:")]
     assert wheels == ["wheel:opforge_probe-0.1.0+cpu-py3-none-linux_x86_64.whl"]
@@ -529,7 +525,7 @@ def generated_project(tmp_path, monkeypatch) -> Project:
     (root / "gen" / "CMakeLists.txt").write_text(GEN_CMAKE)
     (root / "gen" / "input.txt").write_text("input\n")
     (root / "recipes" / "gen.yaml").write_text(
-        "name: gen\nkind: cmake\nsources: [gen/*]\nimage: devel\ncmake: {source_dir: gen}\n"
+        "name: gen\nschema: 1\nsources: [gen/*]\ncmake: {source_dir: gen}\n"
         "profiles: {cpu: {}}\noutputs: [share/gen/value.txt]\ngenerators: [probe_generator]\n"
     )
     modules = tmp_path / "modules"
@@ -609,7 +605,7 @@ def test_a_deleted_profile_output_is_rebuilt(tmp_path):
     (root / "extra" / "base.txt").write_text("base\n")
     (root / "extra" / "extra.txt").write_text("extra\n")
     (root / "recipes" / "extra.yaml").write_text(
-        "name: extra\nkind: cmake\nsources: [extra/*]\nimage: devel\n"
+        "name: extra\nschema: 1\nsources: [extra/*]\n"
         "cmake: {source_dir: extra}\noutputs: [share/extra/base.txt]\n"
         "profiles:\n  cpu: {}\n"
         "  gpu: {options: {WITH_EXTRA: true}, outputs: [share/extra/extra.txt]}\n"
@@ -617,7 +613,7 @@ def test_a_deleted_profile_output_is_rebuilt(tmp_path):
     project = Project(root, root / "checksums.yaml")
     lines: list[str] = []
     assert [r.status for r in _engine(project, lines).build([], "gpu")] == ["built"]
-    manifest = json.loads((project.dist_dir / "manifest.json").read_text())
+    manifest = json.loads((project.build_record).read_text())
     assert set(manifest["targets"]["extra"]["gpu"]["outputs"]) == {
         "share/extra/base.txt",
         "share/extra/extra.txt",
@@ -648,7 +644,7 @@ def two_wheels(tmp_path) -> Project:
         (tmp_path / name / "CMakeLists.txt").write_text(NS_CMAKE.format(name=name))
         (tmp_path / name / "__init__.py").write_text(f"NAME = {name!r}\n")
         (tmp_path / "recipes" / f"{name}.yaml").write_text(
-            f"name: {name}\nkind: cmake\nsources: [{name}/*]\nimage: devel\n"
+            f"name: {name}\nschema: 1\nsources: [{name}/*]\n"
             f"cmake: {{source_dir: {name}}}\nprofiles: {{cpu: {{}}}}\ndepends_on: {deps}\n"
             f"outputs: [python/nsprobe/{name}/*.py]\n"
             f"wheel: {{name: nsprobe-{name}, root: python, requires: ['pytest>=1']}}\n"
@@ -689,23 +685,24 @@ def test_dist_install_takes_target_names(two_wheels, tmp_path):
 
 
 def test_the_lock_covers_dist_across_build_directories(three_targets, tmp_path):
-    """Docker-runner containers each have their own OPFORGE_BUILD_DIR but share dist/."""
+    """Containerised builds each have their own build directory (their handoff's) but share
+    dist/."""
     dist = three_targets.dist_dir
     dist.mkdir()
+    handoff = Handoff(three_targets.root, tmp_path / "cache", tmp_path / "elsewhere", "host")
     with open(dist / ".opforge.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         result = subprocess.run(
-            [sys.executable, "-m", "opforge", "--project", str(three_targets.root), "build"],
+            [sys.executable, "-m", "opforge", "--handoff", handoff.to_json(), "build"],
             capture_output=True,
             text=True,
-            env={**os.environ, "OPFORGE_BUILD_DIR": str(tmp_path / "elsewhere")},
             check=False,
         )
     assert result.returncode == 1
     assert result.stderr.splitlines()[0] == (
         f"opforge: error: another opforge build is writing {dist}"
     )
-    assert not (dist / "manifest.json").exists()
+    assert not three_targets.build_record.exists()
     assert not (tmp_path / "elsewhere" / "cpu").exists(), "nothing was built"
 
 

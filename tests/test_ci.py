@@ -21,6 +21,7 @@ from opforge.ci.workflow import WORKFLOW_PATH, render
 from opforge.errors import ConfigError
 from opforge.images.service import ImageOptions, image_spec
 from opforge.project import Project
+from tests.conftest import run_opforge
 
 REPO = Path(__file__).resolve().parent.parent
 MATRIX = REPO / "ci" / "matrix.yaml"
@@ -28,9 +29,7 @@ VERSIONS = REPO / "images" / "versions.yaml"
 
 
 def cli(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "opforge", *args], cwd=root, capture_output=True, text=True
-    )
+    return run_opforge(*args, cwd=root)
 
 
 def test_cells_cover_three_cudnn_per_cuda_and_every_exclusion_has_a_reason():
@@ -266,7 +265,7 @@ def test_cell_commands_leave_out_what_the_devel_image_cannot_build(tmp_path):
 @pytest.mark.slow
 def test_the_ci_cell_runs_for_real(tmp_path_factory, client):
     """The one non-default cell per-submission CI runs (ci_cell in ci/matrix.yaml): images from
-    a debootstrap base, the GPU build in devel, the tests in runtime, JUnit and build record.
+    a debootstrap base, the GPU build in devel, the tests in runtime, JUnit and cell record.
     Everything it creates (images, volume, project copy) is removed at the end."""
     from tests.test_docker import copy_project, created_on
 
@@ -285,7 +284,7 @@ def test_the_ci_cell_runs_for_real(tmp_path_factory, client):
                 text=True,
                 timeout=3600,
             )
-            record_path = root / "reports" / cell.id / "build-record.json"
+            record_path = root / "reports" / cell.id / "cell-record.json"
             record = json.loads(record_path.read_text())
             created.from_record(record.get("images", {}))
             assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-3000:]

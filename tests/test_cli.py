@@ -9,19 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, sha256, write_pins
+from tests.conftest import REPO, run_opforge, sha256, write_pins
 
 
 def run(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
-    """``opforge ARGS`` as a subprocess."""
-    return subprocess.run(
-        [sys.executable, "-m", "opforge", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
+    """``opforge ARGS`` as a subprocess, in this checkout unless ``cwd`` says otherwise."""
+    return run_opforge(*args, cwd=cwd, env=env)
 
 
 def assert_user_error(result: subprocess.CompletedProcess, text: str) -> None:
@@ -132,7 +125,7 @@ def test_recipes_commands_on_this_project():
     listed = run("recipes", "list")
     assert listed.returncode == 0 and listed.stdout.startswith("kernels ")
     shown = run("recipes", "show", "kernels")
-    assert shown.returncode == 0 and "# " in shown.stdout and "kind: cmake" in shown.stdout
+    assert shown.returncode == 0 and "# " in shown.stdout and "schema: 1" in shown.stdout
     assert_user_error(run("recipes", "show", "nope"), "unknown target 'nope'")
     valid = run("recipes", "validate")
     assert valid.returncode == 0 and "valid: kernels" in valid.stdout
@@ -140,14 +133,13 @@ def test_recipes_commands_on_this_project():
 
 def test_validate_names_the_broken_file_and_every_problem(tmp_path):
     bad = tmp_path / "extra.yaml"
-    bad.write_text("name: extra\nkind: cmake\n")
+    bad.write_text("name: extra\nschema: 1\n")
     result = run("recipes", "validate", str(bad))
     assert result.returncode == 1 and "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
-    assert lines[0] == f"opforge: error: {bad}: cmake: required key is missing (and 4 more below)"
+    assert lines[0] == f"opforge: error: {bad}: cmake: required key is missing (and 3 more below)"
     assert lines[1:-1] == [
-        f"  {bad}: {key}: required key is missing"
-        for key in ("image", "outputs", "profiles", "sources")
+        f"  {bad}: {key}: required key is missing" for key in ("outputs", "profiles", "sources")
     ]
     assert lines[-1].startswith("  hint: ")
 
@@ -215,9 +207,9 @@ def test_a_test_command_whose_module_is_missing_is_one_clear_error(tmp_path):
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "CMakeLists.txt").write_text("project(lib NONE)\n")
     (tmp_path / "recipes" / "lib.yaml").write_text(
-        "name: lib\nkind: cmake\nsources: [lib/*]\nimage: devel\ncmake: {source_dir: lib}\n"
+        "name: lib\nschema: 1\nsources: [lib/*]\ncmake: {source_dir: lib}\n"
         "profiles: {cpu: {}}\noutputs: [lib/x]\n"
-        "test: {command: [python, -m, no_such_test_runner_xyz], image: runtime}\n"
+        "test: {command: [python, -m, no_such_test_runner_xyz]}\n"
     )
     result = run("test", cwd=tmp_path)
     assert_user_error(
@@ -244,9 +236,8 @@ def test_test_commands_run_with_the_interpreter_running_opforge(tmp_path):
     (tmp_path / "lib" / "CMakeLists.txt").write_text("project(lib NONE)\n")
     probe = "import sys; open('which.txt', 'w').write(sys.executable)"
     (tmp_path / "recipes" / "lib.yaml").write_text(
-        "name: lib\nkind: cmake\nsources: [lib/*]\nimage: devel\ncmake: {source_dir: lib}\n"
-        f'profiles: {{cpu: {{}}}}\noutputs: [lib/x]\ntest: {{command: [python, -c, "{probe}"], '
-        "image: runtime}\n"
+        "name: lib\nschema: 1\nsources: [lib/*]\ncmake: {source_dir: lib}\n"
+        f'profiles: {{cpu: {{}}}}\noutputs: [lib/x]\ntest: {{command: [python, -c, "{probe}"]}}\n'
     )
     result = run("test", cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr
@@ -278,14 +269,12 @@ def test_doctor_finds_the_cudnn_the_build_links(tmp_path, monkeypatch):
     monkeypatch.setattr(
         sysconfig, "get_paths", lambda: {"purelib": str(site_dir), "platlib": str(site_dir)}
     )
-    monkeypatch.setenv("CUDNN_ROOT", str(tmp_path / "root"))
     _cudnn_at(tmp_path / "root", "8.9.7", lib=None)
-    roots = doctor.cudnn_search_roots()
+    roots = doctor.cudnn_search_roots(tmp_path / "root")
     assert roots[:2] == [tmp_path / "root", site_dir / "nvidia" / "cudnn"]
     assert roots[-2:] == [doctor.Path("/usr/local/cuda"), doctor.Path("/usr")]
-    found = doctor._cudnn()
+    found = doctor._cudnn(tmp_path / "root")
     assert found.ok and found.detail == f"9.1.0 at {site_dir / 'nvidia' / 'cudnn'}"
 
-    monkeypatch.setenv("CUDNN_ROOT", str(tmp_path / "full"))
     _cudnn_at(tmp_path / "full", "9.5.2", "include/x86_64-linux-gnu", "lib/x86_64-linux-gnu")
-    assert doctor._cudnn().detail == f"9.5.2 at {tmp_path / 'full'}"
+    assert doctor._cudnn(tmp_path / "full").detail == f"9.5.2 at {tmp_path / 'full'}"

@@ -14,7 +14,6 @@ import contextlib
 import os
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 import zipfile
@@ -24,16 +23,16 @@ from pathlib import Path
 import pytest
 
 from opforge.images.build import BuiltImage, LayerLog, remove_built
-from opforge.images.service import ImageOptions, ensure_image, image_spec
-from opforge.paths import default_cache_dir
+from opforge.images.service import ensure_image, image_options, image_spec
 from opforge.pins.cache import ContentCache
 from opforge.pins.fetch import Fetcher
 from opforge.project import Project
+from opforge.settings import Settings, resolve_settings
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
-from tests.conftest import BASE  # noqa: E402
+from tests.conftest import BASE, run_opforge  # noqa: E402
 
 
 def copy_project(dest: Path) -> Path:
@@ -46,15 +45,7 @@ def copy_project(dest: Path) -> Path:
 
 
 def opforge(project: Path, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
-    env = {**os.environ, "BASE_IMAGE": BASE}
-    return subprocess.run(
-        [sys.executable, "-m", "opforge", *args],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_opforge(*args, cwd=project, env={"BASE_IMAGE": BASE}, timeout=timeout)
 
 
 class Created:
@@ -88,7 +79,7 @@ class Created:
         self.containers += log.containers
 
     def from_record(self, images: dict) -> None:
-        """Keep the images a cell's build record says its run built."""
+        """Keep the images a cell's cell record says its run built."""
         for image in images.values():
             if image["created"]:
                 self.tags.append(image["tag"])
@@ -135,21 +126,32 @@ def workspace(tmp_path_factory) -> Iterator[Project]:
     shutil.rmtree(root, ignore_errors=True)
 
 
+def settings() -> Settings:
+    """The settings the CLI would resolve here now, on the tests' local base image."""
+    return resolve_settings(os.environ, base_image=BASE)
+
+
 @pytest.fixture(scope="module")
 def fetcher() -> Fetcher:
-    return Fetcher(ContentCache(default_cache_dir()))
+    return Fetcher(ContentCache(settings().cache_dir))
+
+
+def ensure(workspace: Project, fetcher: Fetcher, client, kind: str, **build_options):
+    """``kind``'s image of the workspace, as ``opforge images build`` makes it."""
+    spec = image_spec(workspace, kind, image_options(settings()))
+    return ensure_image(
+        workspace, fetcher, spec, proxies=settings().proxies, client=client, **build_options
+    )
 
 
 @pytest.fixture(scope="module")
 def devel(client, workspace, fetcher, created) -> str:
-    spec = image_spec(workspace, "devel", ImageOptions(base_image=BASE))
-    return created.image(ensure_image(workspace, fetcher, spec, client=client)).tag
+    return created.image(ensure(workspace, fetcher, client, "devel")).tag
 
 
 @pytest.fixture(scope="module")
 def runtime(client, workspace, fetcher, created) -> str:
-    spec = image_spec(workspace, "runtime", ImageOptions(base_image=BASE))
-    return created.image(ensure_image(workspace, fetcher, spec, client=client)).tag
+    return created.image(ensure(workspace, fetcher, client, "runtime")).tag
 
 
 def sh(client, image: str, script: str) -> str:
@@ -184,12 +186,7 @@ def test_runtime_image_has_no_toolchain_and_no_build_context(client, runtime):
 
 def test_unchanged_image_is_not_rebuilt(client, workspace, fetcher, devel):
     started = time.monotonic()
-    again = ensure_image(
-        workspace,
-        fetcher,
-        image_spec(workspace, "devel", ImageOptions(base_image=BASE)),
-        client=client,
-    )
+    again = ensure(workspace, fetcher, client, "devel")
     assert again.tag == devel and not again.built
     print(f"warm devel check: {time.monotonic() - started:.1f}s")
 
@@ -200,11 +197,10 @@ def test_proxy_is_used_while_building_and_absent_from_the_image(
     seen, url = proxy
     for name in ("HTTP_PROXY", "https_proxy"):
         monkeypatch.setenv(name, url)
-    spec = image_spec(workspace, "devel", ImageOptions(base_image=BASE))
     # The `system` stage without the layer cache: apt runs, through the loopback proxy (so the
     # build runs on the host network).
     built = created.image(
-        ensure_image(workspace, fetcher, spec, client=client, target="system", nocache=True)
+        ensure(workspace, fetcher, client, "devel", target="system", nocache=True)
     )
     assert any("deb.debian.org" in u for u in seen), seen[:5]
     image = client.images.get(built.tag)
@@ -215,13 +211,19 @@ def test_proxy_is_used_while_building_and_absent_from_the_image(
 
 
 def test_outputs_are_owned_by_the_invoking_user(client, devel, tmp_path):
-    from opforge.runners.docker import ContainerRun
+    from opforge.container.run import ContainerRun
 
     project = tmp_path / "owned"
     project.mkdir()
     project.chmod(0o777)  # the user's own checkout: writable by them
     run = ContainerRun(
-        client, devel, project, tmp_path / "cache", user="1234:1234", say=lambda _: None
+        client,
+        devel,
+        project,
+        tmp_path / "cache",
+        settings().pip_cache_volume,
+        user="1234:1234",
+        say=lambda _: None,
     )
     run.run(["sh", "-c", "mkdir -p dist && touch dist/out"], {}, "touch")
     stat = (project / "dist" / "out").stat()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from opforge.container.choice import resolve_runner
 from opforge.errors import BuildError, ConfigError
 from opforge.images.build import LayerLog
 from opforge.images.context import assemble, opforge_requirements
@@ -19,7 +21,7 @@ from opforge.images.service import ImageOptions, image_spec
 from opforge.images.spec import FLAVOURS, KINDS, load_combinations
 from opforge.project import Project
 from opforge.proxies import proxy_environment, uses_loopback
-from opforge.runners import resolve_runner
+from opforge.settings import resolve_settings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -180,11 +182,10 @@ def _context(tmp_path, fetcher, **options):
 @pytest.fixture
 def offline_pins_fetcher():
     """The real cache with the pinned CUDA wheels, as `opforge pins fetch` leaves it."""
-    from opforge.paths import default_cache_dir
     from opforge.pins.cache import ContentCache
     from opforge.pins.fetch import Fetcher
 
-    return Fetcher(ContentCache(default_cache_dir()))
+    return Fetcher(ContentCache(resolve_settings(os.environ).cache_dir))
 
 
 @pytest.mark.slow

@@ -96,7 +96,7 @@ def test_building_without_the_build_extra_is_one_clear_error(plain):
     assert lines[0].startswith("opforge: error: "), result.stderr
     assert "python package wheel is not installed" in lines[0] or "not found" in lines[0]
     assert all(line.startswith("  hint: ") for line in lines[1:]), result.stderr
-    assert not (clone / "dist" / "manifest.json").exists(), "nothing was built"
+    assert not (clone / "dist" / "build-record.json").exists(), "nothing was built"
 
 
 def test_running_tests_without_pytest_is_one_clear_error(plain):

@@ -10,15 +10,15 @@ import pytest
 from opforge.errors import RecipeError
 from opforge.pins.model import load_pins
 from opforge.project import Project
+from opforge.recipes.schema import REMOVED_KEYS
 from tests.conftest import REPO
 
 GOOD = "b" * 64
 
 BASE = """\
 name: {name}
-kind: cmake
+schema: 1
 sources: ["src/{name}/**/*"]
-image: devel
 cmake:
   source_dir: src/{name}
 profiles:
@@ -66,8 +66,10 @@ def test_valid_project_loads(project):
         ),
         (lambda t: t.replace("  cpu: {}", "  cpu: {opts: {}}"), "profiles.cpu.opts", "unknown key"),
         (lambda t: t.replace("  cpu: {}", "  tpu: {}"), "profiles.tpu", "unknown name"),
-        (lambda t: t.replace("kind: cmake", "kind: bazel"), "kind", "'bazel' is not one of cmake"),
-        (lambda t: t.replace("image: devel", "image: 3"), "image", "is not one of devel, runtime"),
+        (lambda t: t.replace("schema: 1", "schema: 2"), "schema", "not a recipe format this"),
+        (lambda t: t.replace("schema: 1\n", ""), "schema", "required key is missing"),
+        (lambda t: t + "kind: cmake\n", "kind", "no longer a recipe key: every recipe is built"),
+        (lambda t: t + "image: devel\n", "image", "no longer a recipe key: the image comes"),
         (
             lambda t: t.replace('sources: ["src/beta/**/*"]', "sources: src/beta"),
             "sources",
@@ -85,7 +87,11 @@ def test_valid_project_loads(project):
             "required key is missing",
         ),
         (lambda t: t.replace("name: beta", "name: Beta_1"), "name", "lowercase letters"),
-        (lambda t: t + "test: {command: [pytest]}\n", "test.image", "required key is missing"),
+        (
+            lambda t: t + "test: {command: [pytest], image: runtime}\n",
+            "test.image",
+            "no longer a recipe key: recipe tests run in the runtime image",
+        ),
     ],
 )
 def test_schema_errors_name_file_and_key(project, change, key, problem):
@@ -184,8 +190,7 @@ def test_every_problem_in_every_file_is_reported(project):
     beta = _write(
         project,
         "beta",
-        BASE.format(name="beta").replace("image: devel", "image: gpu")
-        + "colour: red\nshape: round\n",
+        BASE.format(name="beta") + "image: gpu\ncolour: red\nshape: round\n",
     )
     gamma = _write(
         project,
@@ -198,9 +203,12 @@ def test_every_problem_in_every_file_is_reported(project):
     with pytest.raises(RecipeError) as info:
         _load(project)
     lines = str(info.value).splitlines()
-    assert lines[0] == f"{beta}: colour: unknown key (allowed here: {ALLOWED}) (and 5 more below)"
+    assert (
+        lines[0]
+        == f"{beta}: image: no longer a recipe key: {REMOVED_KEYS['image']} (and 5 more below)"
+    )
     assert lines[1:] == [
-        f"  {beta}: image: 'gpu' is not one of devel, runtime",
+        f"  {beta}: colour: unknown key (allowed here: {ALLOWED})",
         f"  {beta}: shape: unknown key (allowed here: {ALLOWED})",
         f"  {gamma}: outputs[0]: '../escape' leaves dist/<profile> ('..' is not allowed)",
         f"  {gamma}: pins[0]: pin 'icu4j' is not in {project.pins_path}",
@@ -210,8 +218,8 @@ def test_every_problem_in_every_file_is_reported(project):
 
 
 ALLOWED = (
-    "cmake, depends_on, description, generators, image, kind, name, outputs, pins, profiles, "
-    "python_packages, sources, test, wheel"
+    "cmake, depends_on, description, generators, name, outputs, pins, profiles, "
+    "python_packages, schema, sources, test, wheel"
 )
 
 

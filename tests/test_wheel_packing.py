@@ -6,8 +6,9 @@ import zipfile
 
 import pytest
 
-from opforge.build.wheel import build_wheel, requirement_problem, wheel_files
+from opforge.build.wheel import build_wheel, wheel_files
 from opforge.errors import BuildError
+from opforge.requirements import requirement_problem
 
 
 @pytest.mark.parametrize("text", ["torch", "torch==2.13.0", "numpy<2", 'x; python_version>"3"'])

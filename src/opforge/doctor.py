@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import importlib.metadata
-import os
+import importlib.util
 import re
 import shutil
 import site
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from opforge.build.toolchain import TOOL_RULE, find_tool
+from opforge.dockerengine import engine_version
+from opforge.errors import ToolMissing
+from opforge.proxies import PROXY_NAMES
 from opforge.redact import mask_url
-
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")
+from opforge.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -28,22 +31,16 @@ class Check:
     detail: str
 
 
-def _docker_engine() -> Check:
-    try:
-        import docker
-        from docker.errors import DockerException
-    except ImportError:
+def _docker_engine(docker_host: str) -> Check:
+    if importlib.util.find_spec("docker") is None:
         return Check("docker engine", False, "docker SDK not installed (pip install docker)")
     try:
-        client = docker.from_env(timeout=3)
-        try:
-            version = client.version().get("Version", "?")
-        finally:
-            client.close()
-        return Check("docker engine", True, f"reachable, server {version}")
-    except DockerException:
-        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        return Check("docker engine", False, f"not reachable at {where} (is dockerd running?)")
+        version = engine_version()
+    except ToolMissing:
+        return Check(
+            "docker engine", False, f"not reachable at {docker_host} (is dockerd running?)"
+        )
+    return Check("docker engine", True, f"reachable, server {version}")
 
 
 def site_packages() -> list[str]:
@@ -56,13 +53,12 @@ _CUDNN_INCLUDE_SUFFIXES = ("include", "include/x86_64-linux-gnu", "include/aarch
 _CUDNN_LIB_SUFFIXES = ("lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu")
 
 
-def cudnn_search_roots() -> list[Path]:
-    """Roots searched for cuDNN, in FindCUDNN.cmake's order: CUDNN_ROOT, nvidia/cudnn in this
-    Python's site-packages (pip wheels), the CUDA toolkit, /usr."""
+def cudnn_search_roots(cudnn_root: Path | None) -> list[Path]:
+    """Roots searched for cuDNN, in FindCUDNN.cmake's order: ``cudnn_root`` (CUDNN_ROOT),
+    nvidia/cudnn in this Python's site-packages (pip wheels), the CUDA toolkit, /usr."""
     roots: list[Path] = []
-    root = os.environ.get("CUDNN_ROOT")
-    if root:
-        roots.append(Path(root))
+    if cudnn_root:
+        roots.append(cudnn_root)
     paths = sysconfig.get_paths()
     for packages in dict.fromkeys([paths["purelib"], paths["platlib"], *site_packages()]):
         roots.append(Path(packages) / "nvidia" / "cudnn")
@@ -104,8 +100,8 @@ def _cudnn_version(header: Path) -> str:
     return "unknown version"
 
 
-def _cudnn() -> Check:
-    roots = cudnn_search_roots()
+def _cudnn(cudnn_root: Path | None) -> Check:
+    roots = cudnn_search_roots(cudnn_root)
     for root in roots:
         header, library = _cudnn_header(root), _cudnn_library(root)
         if header and library:
@@ -163,43 +159,37 @@ def _version(name: str) -> str | None:
         return None
 
 
-def _tool(name: str) -> Check:
+def _tool(name: str, override: str | None) -> Check:
     """The tool a build will use, by the rule of ``opforge.build.toolchain``, and why that one."""
-    tool = find_tool(name)
+    tool = find_tool(name, override)
     if tool is None:
         return Check(name, False, "not found (looked in: " + TOOL_RULE[name] + ")")
     return Check(name, True, f"{tool.version} ({tool.path}, from {tool.origin})")
 
 
-def _proxies() -> Check:
-    found = []
-    for name in PROXY_VARIABLES:
-        value = os.environ.get(name) or os.environ.get(name.lower())
-        if value:
-            found.append(f"{name}={mask_url(value)}")
+def _proxies(proxies: Mapping[str, str]) -> Check:
+    found = [f"{name}={mask_url(proxies[name])}" for name in PROXY_NAMES if name in proxies]
     if not found:
         return Check("proxies", True, "none set (direct connections)")
     return Check("proxies", True, " ".join(found))
 
 
-def run_checks() -> list[Check]:
+def run_checks(settings: Settings) -> list[Check]:
     """Probe the machine; nothing here raises for a missing piece."""
     return [
         Check("python", True, f"{sys.version.split()[0]} ({sys.executable})"),
-        _docker_engine(),
-        _tool("cmake"),
-        _tool("ninja"),
-        _tool("c++"),
-        _tool("nvcc"),
-        _cudnn(),
+        _docker_engine(settings.docker_host),
+        *(
+            _tool(name, settings.tool_overrides.get(name))
+            for name in ("cmake", "ninja", "c++", "nvcc")
+        ),
+        _cudnn(settings.cudnn_root),
         _gpu(),
         _package("torch"),
         _package("mindspore"),
         numpy_for_mindspore(_version("mindspore"), _version("numpy")),
-        _proxies(),
-        Check(
-            "CA bundle", True, os.environ.get("REQUESTS_CA_BUNDLE") or "requests default (certifi)"
-        ),
+        _proxies(settings.proxies),
+        Check("CA bundle", True, settings.ca_bundle or "requests default (certifi)"),
     ]
 
 

@@ -1,21 +1,28 @@
-"""An opforge project on disk: its root, pins file, recipes and output directories."""
+"""An opforge project on disk: its root, pins file, recipes and the paths of its other files."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from opforge.pins.model import PinSet, load_pins
 from opforge.recipes.loader import RecipeBook, load_recipes
+from opforge.settings import Settings
+
+BUILD_RECORD = "build-record.json"
 
 
 @dataclass(frozen=True)
 class Project:
-    """Paths of one checkout; ``load_*`` read and validate its files on demand."""
+    """Paths of one checkout; ``load_*`` read and validate its files on demand.
+
+    ``build_tree`` moves the scratch space (a containerised build has its own); None:
+    ``<root>/build``.
+    """
 
     root: Path
     pins_path: Path
+    build_tree: Path | None = None
 
     @property
     def recipes_dir(self) -> Path:
@@ -24,15 +31,37 @@ class Project:
 
     @property
     def build_dir(self) -> Path:
-        """Scratch space for build trees and logs (safe to delete); OPFORGE_BUILD_DIR moves it
-        (the docker runner gives containers their own)."""
-        override = os.environ.get("OPFORGE_BUILD_DIR")
-        return Path(override) if override else self.root / "build"
+        """Scratch space for build trees, image contexts and logs (safe to delete)."""
+        return self.build_tree or self.root / "build"
 
     @property
     def dist_dir(self) -> Path:
-        """Installed outputs and ``manifest.json``."""
+        """Installed outputs, wheels and the build record."""
         return self.root / "dist"
+
+    @property
+    def build_record(self) -> Path:
+        """What each target's last build was made from and produced (``dist/build-record.json``)."""
+        return self.dist_dir / BUILD_RECORD
+
+    @property
+    def images_dir(self) -> Path:
+        """Dockerfiles, their scripts and ``versions.yaml``."""
+        return self.root / "images"
+
+    @property
+    def versions_file(self) -> Path:
+        """``images/versions.yaml``: the CUDA x cuDNN combinations the images are built for."""
+        return self.images_dir / "versions.yaml"
+
+    @property
+    def matrix_file(self) -> Path:
+        """``ci/matrix.yaml``: the nightly matrix."""
+        return self.root / "ci" / "matrix.yaml"
+
+    def image_staging(self, flavour: str, kind: str) -> Path:
+        """Where an image's build context is assembled."""
+        return self.build_dir / "images" / f"{flavour}-{kind}"
 
     def load_pins(self) -> PinSet:
         """The validated pins file."""
@@ -44,3 +73,9 @@ class Project:
         seen = {p.resolve() for p in self.recipes_dir.glob("*.yaml")}
         paths += [p for p in (extra or []) if p.resolve() not in seen]
         return load_recipes(paths, pins, self.root)
+
+
+def open_project(settings: Settings) -> Project:
+    """The project the settings name (or the one around their working directory)."""
+    root = settings.project_root()
+    return Project(root, settings.pins_file or root / "checksums.yaml", settings.build_dir)

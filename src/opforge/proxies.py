@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import ipaddress
-import os
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 PROXY_NAMES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY")
 
 
-def proxy_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """Every proxy variable set here, under both spellings (apt reads lower case, pip either)."""
-    environ = os.environ if environ is None else environ
+def proxy_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """Every proxy variable set in ``environ``, under both spellings (apt reads lower case, pip
+    either)."""
     found: dict[str, str] = {}
     for name in PROXY_NAMES:
         value = environ.get(name) or environ.get(name.lower())
@@ -21,7 +21,7 @@ def proxy_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     return found
 
 
-def uses_loopback(proxies: dict[str, str]) -> bool:
+def uses_loopback(proxies: Mapping[str, str]) -> bool:
     """Whether a proxy listens on this host's loopback: containers reach it only on the host
     network (127.0.0.1 inside a bridged container is the container itself)."""
     for name, value in proxies.items():

@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 import resource
 import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import sha256
+from tests.conftest import run_opforge, sha256
 
 # Generous for the CLI, small enough that a regression into an alias bomb fails instead of
 # taking the machine down.
@@ -29,15 +28,12 @@ def opforge(
     *args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess:
     """``opforge ARGS`` as a subprocess, bounded in memory and time."""
-    return subprocess.run(
-        [sys.executable, "-m", "opforge", *args],
+    return run_opforge(
+        *args,
         cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "OPFORGE_NO_PROGRESS": "1", **(env or {})},
+        env={"OPFORGE_NO_PROGRESS": "1", **(env or {})},
         timeout=timeout,
         preexec_fn=_limit_memory,
-        check=False,
     )
 
 

@@ -215,10 +215,9 @@ def _copy_project(root: Path, url: str) -> Path:
         dedent(
             """
             name: pinned
-            kind: cmake
+            schema: 1
             sources: [src/CMakeLists.txt]
             pins: [header]
-            image: devel
             cmake: {source_dir: src}
             profiles: {cpu: {}}
             outputs: [include/pinned.h]

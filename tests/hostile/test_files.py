@@ -34,9 +34,8 @@ def project(tmp_path: Path) -> Path:
 RECIPE = dedent(
     """
     name: {name}
-    kind: cmake
+    schema: 1
     sources: [src/CMakeLists.txt]
-    image: devel
     cmake: {{source_dir: src}}
     profiles: {{cpu: {{}}}}
     outputs: [lib/x.so]

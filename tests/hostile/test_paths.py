@@ -14,9 +14,8 @@ from tests.hostile.conftest import assert_one_line_error, dedent, opforge, pins_
 RECIPE = dedent(
     """
     name: evil
-    kind: cmake
+    schema: 1
     sources: [src/**/*]
-    image: devel
     cmake: {source_dir: src}
     profiles: {cpu: {}}
     outputs: [lib/x.so]

@@ -35,9 +35,8 @@ def _hanging_project(root: Path) -> Path:
         dedent(
             """
             name: hang
-            kind: cmake
+            schema: 1
             sources: [src/CMakeLists.txt]
-            image: devel
             cmake: {source_dir: src}
             profiles: {cpu: {}}
             outputs: [never]

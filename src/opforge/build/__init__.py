@@ -1,1 +1,2 @@
-"""Building targets from recipes: fingerprints, steps, the manifest and the build engine."""
+"""Building targets from recipes: fingerprints, steps and their execution, the build record and
+the build engine."""

@@ -6,9 +6,9 @@ import re
 import sys
 from pathlib import Path
 
+from opforge.build.steps import Step
 from opforge.build.toolchain import Tool
 from opforge.recipes.model import OptionValue, Recipe
-from opforge.runners.base import Step
 
 
 def pin_variable(pin_name: str) -> str:
@@ -34,8 +34,7 @@ def cmake_steps(
     tools: dict[str, Tool],
     jobs: int,
 ) -> list[Step]:
-    """Configure, build and install steps for ``recipe`` (which must be of kind ``cmake``)."""
-    assert recipe.cmake is not None
+    """Configure, build and install steps for ``recipe``."""
     cmake = str(tools["cmake"].path)
     defines = {
         "CMAKE_INSTALL_PREFIX": str(prefix),

@@ -6,7 +6,7 @@ import fcntl
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -21,7 +21,8 @@ from opforge.build.fingerprint import (
     describe_output_change,
     installed_outputs,
 )
-from opforge.build.manifest import Manifest, TargetRecord
+from opforge.build.record import BuildRecord, TargetRecord
+from opforge.build.steps import Runner
 from opforge.build.toolchain import Tool, require_python_package, require_tool
 from opforge.build.wheel import build_wheel, wheel_files
 from opforge.errors import BuildError, RecipeError
@@ -31,7 +32,6 @@ from opforge.pins.model import PinSet
 from opforge.project import Project
 from opforge.recipes.loader import is_bare_name
 from opforge.recipes.model import Recipe
-from opforge.runners.base import Runner
 
 _BASE_TOOLS = ("cmake", "ninja", "c++")
 
@@ -49,8 +49,8 @@ class TargetResult:
 @contextmanager
 def _build_lock(*directories: Path):
     """Hold an exclusive lock on each directory a build writes, or fail at once naming the one
-    another build holds. ``dist/`` (and its manifest) is shared by every build of a project,
-    whatever its build directory (docker-runner containers each have their own)."""
+    another build holds. ``dist/`` (and its build record) is shared by every build of a project,
+    whatever its build directory (containerised builds each have their own)."""
     with ExitStack() as stack:
         for directory in directories:
             directory.mkdir(parents=True, exist_ok=True)
@@ -77,7 +77,12 @@ def _remove_installed(prefix: Path, outputs: dict[str, str]) -> None:
 
 
 class BuildEngine:
-    """Builds a project's targets for one profile with one runner."""
+    """Builds a project's targets for one profile with one runner.
+
+    ``image`` names the environment the build runs in (a container image's tag, or ``host``):
+    same tool versions in another image are still another environment, so it is an input.
+    ``tool_overrides`` are the tools named by variable (``opforge.settings.TOOL_VARIABLES``).
+    """
 
     def __init__(
         self,
@@ -87,12 +92,16 @@ class BuildEngine:
         *,
         jobs: int | None = None,
         say: Callable[[str], None] = print,
+        image: str = "host",
+        tool_overrides: Mapping[str, str] | None = None,
     ) -> None:
         self.project = project
         self.fetcher = fetcher
         self.runner = runner
         self.jobs = jobs or os.cpu_count() or 1
         self.say = say
+        self.image = image
+        self.tool_overrides = dict(tool_overrides or {})
 
     def build(self, targets: list[str], profile: str) -> list[TargetResult]:
         """Build ``targets`` (all when empty) and their dependencies for ``profile``."""
@@ -110,19 +119,22 @@ class BuildEngine:
         results: list[TargetResult] = []
         with _build_lock(self.project.dist_dir, self.project.build_dir):
             # Read under the lock: another build may have just written it.
-            manifest = Manifest(self.project.dist_dir / "manifest.json")
+            record = BuildRecord(self.project.build_record)
             for recipe in ordered:
                 if profile not in recipe.profiles:
                     results.append(TargetResult(recipe.name, "skipped", f"no {profile} profile"))
                     self.say(f"[{recipe.name}] skipped: no {profile} profile")
                     continue
-                results.append(self._build_one(recipe, profile, pins, manifest, tools[recipe.name]))
+                results.append(self._build_one(recipe, profile, pins, record, tools[recipe.name]))
         return results
 
     def _tools(self, recipe: Recipe, profile: str) -> dict[str, Tool]:
         why = f"needed by target {recipe.name}, profile {profile}"
         names = [*_BASE_TOOLS, *recipe.profiles[profile].requires]
-        tools = {name: require_tool(name, why) for name in dict.fromkeys(names)}
+        tools = {
+            name: require_tool(name, why, self.tool_overrides.get(name))
+            for name in dict.fromkeys(names)
+        }
         packages = [*recipe.python_packages, *(["wheel"] if recipe.wheel else [])]
         for package in packages:
             tools[f"python:{package}"] = require_python_package(package, why)
@@ -151,7 +163,7 @@ class BuildEngine:
         recipe: Recipe,
         profile: str,
         pins: PinSet,
-        manifest: Manifest,
+        record: BuildRecord,
         tools: dict[str, Tool],
     ) -> TargetResult:
         root = self.project.root
@@ -159,14 +171,21 @@ class BuildEngine:
         options = recipe.options_for(profile)
         dependency_outputs = {}
         for dep in recipe.depends_on:
-            record = manifest.get(dep, profile)
-            if record is None:
+            built = record.get(dep, profile)
+            if built is None:
                 raise BuildError(f"target {recipe.name}: dependency {dep} has no {profile} build")
-            dependency_outputs[dep] = record.outputs
+            dependency_outputs[dep] = built.outputs
         digest, inputs = compute_inputs(
-            recipe, profile, root, pins, options, list(tools.values()), dependency_outputs
+            recipe,
+            profile,
+            root,
+            pins,
+            options,
+            list(tools.values()),
+            dependency_outputs,
+            self.image,
         )
-        previous = manifest.get(recipe.name, profile)
+        previous = record.get(recipe.name, profile)
         build_dir = self.project.build_dir / profile / recipe.name
         if previous is None:
             why = f"no {profile} build recorded"
@@ -231,7 +250,7 @@ class BuildEngine:
         if wheel is not None:
             outputs[f"wheel:{wheel.name}"] = hash_file(wheel)["sha256"]
         duration = time.monotonic() - started
-        manifest.put(
+        record.put(
             recipe.name,
             TargetRecord(
                 recipe=recipe.path.relative_to(root).as_posix(),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -96,8 +95,10 @@ def compute_inputs(
     options: dict[str, OptionValue],
     tools: list[Tool],
     dependency_outputs: dict[str, dict[str, str]],
+    image: str = "host",
 ) -> tuple[str, dict]:
-    """The inputs of one target build, and their combined sha256."""
+    """The inputs of one target build, and their combined sha256. ``image``: the container
+    image the build runs in, or ``host``."""
     inputs = {
         "recipe": hash_bytes(json.dumps(recipe.raw, sort_keys=True).encode()),
         "profile": profile,
@@ -110,9 +111,8 @@ def compute_inputs(
         "pins": {name: pins.pins[name].sha256 for name in recipe.pins},
         # opforge itself is part of the toolchain: it writes the build commands and wheels.
         "toolchain": {"opforge": opforge_identity(), **{tool.name: tool.version for tool in tools}},
-        # The image a containerised build runs in (the docker runner sets it): same tool versions
-        # in another image are still another environment.
-        "image": os.environ.get("OPFORGE_IMAGE", "host"),
+        # Same tool versions in another image are still another environment.
+        "image": image,
         "depends_on": {
             name: hash_bytes(json.dumps(outputs, sort_keys=True).encode())
             for name, outputs in sorted(dependency_outputs.items())
@@ -182,5 +182,5 @@ def describe_output_change(old: dict[str, str], new: dict[str, str], unmatched: 
         reasons.append(_names("declared output", unmatched) + " not installed")
     added = sorted(new.keys() - old.keys())
     if added:
-        reasons.append(_names("output", added) + " not in the manifest")
+        reasons.append(_names("output", added) + " not in the build record")
     return "; ".join(reasons)

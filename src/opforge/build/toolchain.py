@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opforge.errors import ToolMissing
+from opforge.settings import TOOL_VARIABLES
 
 _CUDA_HOMES = ("/usr/local/cuda/bin",)
-_OVERRIDES = {"c++": "CXX", "nvcc": "CUDACXX"}
 _FROM_ENVIRONMENT = ("cmake", "ninja")
 
 # Where each tool is looked for, in order (what `opforge doctor` prints when one is missing).
@@ -60,13 +60,11 @@ def environment_script_dirs() -> list[Path]:
     return list(dict.fromkeys(dirs))
 
 
-def _locate(name: str) -> tuple[str, str] | None:
+def _locate(name: str, override: str | None) -> tuple[str, str] | None:
     """(path, origin) of ``name`` by the rule in the module docstring, or ``None``."""
-    variable = _OVERRIDES.get(name)
-    override = os.environ.get(variable) if variable else None
     if override:
         found = shutil.which(override)
-        return (found, f"${variable}") if found else None
+        return (found, f"${TOOL_VARIABLES[name]}") if found else None
     if name in _FROM_ENVIRONMENT:
         for directory in environment_script_dirs():
             found = shutil.which(name, path=str(directory))
@@ -91,9 +89,10 @@ def _version_line(name: str, output: str) -> str:
 
 
 @functools.cache
-def find_tool(name: str) -> Tool | None:
-    """Locate ``name`` and read its version once per process; ``None`` when absent."""
-    located = _locate(name)
+def find_tool(name: str, override: str | None = None) -> Tool | None:
+    """Locate ``name`` (``override``: the value of its variable, ``TOOL_VARIABLES``) and read its
+    version once per process; ``None`` when absent."""
+    located = _locate(name, override)
     if located is None:
         return None
     path, origin = located
@@ -106,15 +105,16 @@ def find_tool(name: str) -> Tool | None:
     return Tool(name, Path(path), _version_line(name, out), origin)
 
 
-def require_tool(name: str, why: str) -> Tool:
-    """Locate ``name`` or raise ``ToolMissing`` saying what needs it and how to install it."""
-    tool = find_tool(name)
+def require_tool(name: str, why: str, override: str | None = None) -> Tool:
+    """Locate ``name`` (as ``find_tool``) or raise ``ToolMissing`` saying what needs it and how
+    to install it."""
+    tool = find_tool(name, override)
     if tool is not None:
         return tool
-    variable = _OVERRIDES.get(name)
-    if variable and os.environ.get(variable):
+    if override:
+        variable = TOOL_VARIABLES[name]
         raise ToolMissing(
-            f"{name}: ${variable}={os.environ[variable]} is not an executable ({why})",
+            f"{name}: ${variable}={override} is not an executable ({why})",
             hint=f"point {variable} at the {name} to use, or unset it",
         )
     where = "on PATH"

@@ -9,9 +9,8 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from opforge.errors import BuildError
+from opforge.requirements import one_line, requirement_problem
 
 
 def platform_tag() -> str:
@@ -19,26 +18,8 @@ def platform_tag() -> str:
     return re.sub(r"[-.]", "_", sysconfig.get_platform())
 
 
-def _one_line(value: str) -> bool:
-    """Whether ``value`` can be a METADATA header value: no line break of any kind (the email
-    parser splits on more than ``\n``) and no control character."""
-    return value.splitlines() == [value] and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in value)
-
-
-def requirement_problem(text: str) -> str | None:
-    """Why ``text`` cannot be a ``Requires-Dist`` value (``None`` when it can): it must be one
-    PEP 508 requirement on one line, so nothing can add headers to the wheel's METADATA."""
-    if not _one_line(text):
-        return "contains a line break or control character"
-    try:
-        Requirement(text)
-    except InvalidRequirement as exc:
-        return f"is not a PEP 508 requirement ({str(exc).splitlines()[0]})"
-    return None
-
-
 def _header(field: str, value: str) -> str:
-    if not _one_line(value):
+    if not one_line(value):
         raise BuildError(
             f"wheel METADATA {field}: {value!r} contains a line break or control character"
         )

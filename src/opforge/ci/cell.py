@@ -2,8 +2,8 @@
 
 A cell builds its devel and runtime images, builds the kernel library and both adapters (GPU
 profile, linked against the cell's cuDNN) in devel, runs the recipes' tests that need no GPU in
-runtime (on a GPU host the GPU tests too), and writes its JUnit reports and a build record
-(``<junit-dir>/<cell>/build-record.json``: CUDA, cuDNN, image tags and IDs, what was built,
+runtime (on a GPU host the GPU tests too), and writes its JUnit reports and a cell record
+(``<junit-dir>/<cell>/cell-record.json``: CUDA, cuDNN, image tags and IDs, what was built,
 what was skipped and why, timings, test totals).
 """
 
@@ -23,7 +23,7 @@ from opforge.errors import BuildError
 
 # Every cell builds the kernel library and both adapters where the devel image allows.
 BUILD_TARGETS = ("kernels", "mindspore-adapter", "torch-adapter")
-RECORD = "build-record.json"
+RECORD = "cell-record.json"
 # Libraries a framework's GPU build loads that a runtime image does not carry by design: the
 # driver's, which the NVIDIA container runtime mounts from the host.
 DRIVER_LIBRARIES = ("libcuda.so.1", "libnvidia-ml.so.1")
@@ -184,7 +184,7 @@ def run_cell(
 ) -> dict:
     """Run (or, dry, print) the cell's commands in order; stop at the first failure.
 
-    Returns the build record, also written to ``<junit_dir>/<cell>/build-record.json``.
+    Returns the cell record, also written to ``<junit_dir>/<cell>/cell-record.json``.
     """
     if dry_run:
         for argv in [
@@ -194,7 +194,8 @@ def run_cell(
         ]:
             print("$ " + " ".join(argv), flush=True)
         return {}
-    from opforge.images.build import LayerLog, docker_client
+    from opforge.dockerengine import docker_client
+    from opforge.images.build import LayerLog
 
     root = project_root or Path.cwd()
     out = junit_dir / cell.id

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
+from opforge.atomic import write_text
 from opforge.ci.matrix import Matrix
+from opforge.errors import ConfigError
 
 WORKFLOW_PATH = ".github/workflows/nightly.yml"
 # Actions pinned by commit (the tag in the comment); update with `git ls-remote`.
@@ -66,13 +70,13 @@ def workflow(matrix: Matrix) -> dict:
             "run": 'opforge ci run-cell "$CELL" --junit-dir reports --image-cache .cache/images',
         },
         {
-            "name": "Upload wheels, GPU libraries, manifest, test reports and build record",
+            "name": "Upload wheels, GPU libraries, build record, test reports and cell record",
             "if": "always()",
             "uses": UPLOAD,
             "with": {
                 "name": "cell-${{ matrix.cell }}",
                 "path": "dist/*.whl\ndist/gpu/lib/libopforge_kernels.so*\n"
-                "dist/gpu/python/opforge/mindspore/_aot_cuda.so\ndist/manifest.json\nreports/\n",
+                "dist/gpu/python/opforge/mindspore/_aot_cuda.so\ndist/build-record.json\nreports/\n",
                 "if-no-files-found": "warn",
             },
         },
@@ -116,3 +120,19 @@ def render(matrix: Matrix) -> str:
         workflow(matrix), Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100
     )
     return HEADER + body
+
+
+def sync_workflow(root: Path, matrix: Matrix, *, check: bool) -> None:
+    """Write the workflow under ``root`` when it differs from ``matrix``'s rendering; with
+    ``check``, raise ``ConfigError`` instead."""
+    path = root / WORKFLOW_PATH
+    text = render(matrix)
+    current = path.read_text(encoding="utf-8") if path.is_file() else None
+    if current == text:
+        return
+    if check:
+        raise ConfigError(
+            f"{WORKFLOW_PATH} is out of date with ci/matrix.yaml",
+            hint="run `opforge ci render` and commit the result",
+        )
+    write_text(path, text)

@@ -2,43 +2,22 @@
 
 from __future__ import annotations
 
-import collections
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from opforge.errors import BuildError, ToolMissing
+from opforge.errors import BuildError
 from opforge.images.context import assemble
 from opforge.images.spec import ImageSpec
+from opforge.logtail import LogTail
 from opforge.pins.fetch import Fetcher
 from opforge.pins.model import PinSet
-from opforge.proxies import proxy_environment, uses_loopback
+from opforge.proxies import uses_loopback
 
-_TAIL_LINES = 25
 # The classic builder colours a step's stderr; logs and error messages want plain text.
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 REPOSITORY = "opforge"
-
-
-def docker_client():
-    """A Docker SDK client for the engine of this environment (DOCKER_HOST or the local socket)."""
-    try:
-        import docker
-        from docker.errors import DockerException
-    except ImportError:
-        raise ToolMissing(
-            "the docker SDK is not installed", hint="pip install docker (opforge depends on it)"
-        ) from None
-    try:
-        client = docker.from_env(timeout=600)
-        client.ping()
-    except DockerException as exc:
-        raise ToolMissing(
-            f"no Docker engine answers ({type(exc).__name__})",
-            hint="start dockerd (or set DOCKER_HOST), or use --runner host",
-        ) from None
-    return client
 
 
 @dataclass(frozen=True)
@@ -113,6 +92,7 @@ def build_image(
     staging: Path,
     pins: PinSet,
     fetcher: Fetcher,
+    proxies: Mapping[str, str],
     say: Callable[[str], None] = print,
     *,
     target: str | None = None,
@@ -120,7 +100,8 @@ def build_image(
 ) -> BuiltImage:
     """Build ``spec`` unless an image with the same content digest exists; stream the log.
 
-    ``target`` builds another stage of the Dockerfile (tests use ``system``).
+    ``proxies`` are build arguments, never part of the image. ``target`` builds another stage of
+    the Dockerfile (tests use ``system``).
     """
     from docker.errors import APIError, ImageNotFound
 
@@ -139,14 +120,13 @@ def build_image(
             return BuiltImage(tag, False)
         except ImageNotFound:
             pass
-    proxies = proxy_environment()
     network = "host" if uses_loopback(proxies) else None
     say(
         f"[image] building {spec.name} from {base_ref}"
         + (" (host network: loopback proxy)" if network else "")
     )
     buildargs = {"BASE_IMAGE": base_ref, "KEEP_CA": "1" if spec.keep_ca else "0", **proxies}
-    tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+    tail = LogTail()
     layers = LayerLog()
     try:
         stream = client.api.build(
@@ -164,14 +144,13 @@ def build_image(
         for chunk in stream:
             if "error" in chunk:
                 detail = chunk["error"].strip()
-                shown = "\n".join(f"    {line}" for line in tail)
                 raise BuildError(
-                    f"image {spec.name}: build failed: {detail}\n  last lines:\n{shown}",
+                    f"image {spec.name}: build failed: {detail}\n  last lines:\n{tail.render()}",
                     hint=f"the Dockerfile is {images_dir / ('Dockerfile.' + spec.flavour)}",
                 )
             for line in _ANSI.sub("", chunk.get("stream", "")).splitlines():
                 if line.strip():
-                    tail.append(line)
+                    tail.add(line)
                     layers.feed(line)
                     say(line)
     except APIError as exc:

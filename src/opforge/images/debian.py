@@ -8,12 +8,13 @@ that index. The image build (``debs.sh install``) then installs exactly the lock
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from opforge.atomic import write_text
 from opforge.errors import BuildError, ConfigError
 from opforge.images.spec import DEFAULT_BASE, DebianToolkit, load_combinations
-from opforge.proxies import proxy_environment, uses_loopback
+from opforge.proxies import uses_loopback
 
 _LINE = re.compile(r"^(\S+) (\S+) ([0-9a-f]{64}) (\d+) (pool/\S+\.deb)$")
 
@@ -68,13 +69,14 @@ def lock_debs(
     images_dir: Path,
     cuda: str | None,
     base_image: str | None,
+    proxies: Mapping[str, str],
     say: Callable[[str], None] = print,
 ) -> list[Path]:
-    """Write the lock files of each Debian toolkit (or ``cuda``'s), resolved in its base image."""
+    """Write the lock files of each Debian toolkit (or ``cuda``'s), resolved in its base image
+    (``proxies`` in the resolving container's environment)."""
     from docker.errors import ContainerError, DockerException
 
     written = []
-    proxies = proxy_environment()
     script = images_dir / "scripts" / "debs.sh"
     for toolkit in toolkits(images_dir / "versions.yaml", cuda):
         base = (base_image or DEFAULT_BASE).replace("{suite}", toolkit.suite)
@@ -85,7 +87,7 @@ def lock_debs(
                     base,
                     ["sh", "/debs.sh", "lock", *toolkit.packages[kind]],
                     volumes={str(script): {"bind": "/debs.sh", "mode": "ro"}},
-                    environment=proxies,
+                    environment=dict(proxies),
                     network_mode="host" if uses_loopback(proxies) else None,
                     remove=True,
                     stderr=False,
@@ -102,9 +104,6 @@ def lock_debs(
                     hint="build or pull the base image (BASE_IMAGE, e.g. opforge-base:{suite})",
                 ) from None
             path = toolkit.lock_path(images_dir, kind)
-            text = lock_text(toolkit, kind, base, out.decode())
-            temp = path.with_suffix(".tmp")
-            temp.write_text(text)
-            temp.replace(path)
+            write_text(path, lock_text(toolkit, kind, base, out.decode()))
             written.append(path)
     return written

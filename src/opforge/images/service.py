@@ -1,13 +1,13 @@
-"""Image operations for the CLI and the docker runner: specs from options, ensure, list, lock."""
+"""Image operations for the CLI and the container layer: specs from options, ensure, list, lock."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from opforge.images.build import BuiltImage, build_image, docker_client
+from opforge.dockerengine import docker_client
+from opforge.images.build import BuiltImage, build_image
 from opforge.images.spec import (
     DEFAULT_FRAMEWORKS,
     NO_FRAMEWORK,
@@ -19,11 +19,13 @@ from opforge.images.spec import (
 )
 from opforge.pins.fetch import Fetcher
 from opforge.project import Project
+from opforge.settings import Settings
+from opforge.yamledit import find, render, rewrite_file
 
 
 @dataclass(frozen=True)
 class ImageOptions:
-    """The user's choices (CLI flags, environment) that select and shape an image."""
+    """The user's choices that select and shape an image, resolved (flags over environment)."""
 
     flavour: str = "pip"
     cuda: str | None = None
@@ -32,38 +34,49 @@ class ImageOptions:
     extra_ca: Path | None = None
     keep_ca: bool = False
     frameworks: tuple[str, ...] | None = None
-    find_links: tuple[Path, ...] | None = None
+    find_links: tuple[Path, ...] = ()
 
 
-def default_extra_ca() -> Path | None:
-    """OPFORGE_EXTRA_CA, else the CA bundle pip on this host trusts (PIP_CERT), else none."""
-    value = os.environ.get("OPFORGE_EXTRA_CA") or os.environ.get("PIP_CERT")
-    return Path(value) if value else None
-
-
-def default_find_links() -> tuple[Path, ...]:
-    """Local wheel folders pip on this host uses (PIP_FIND_LINKS), carried into image builds."""
-    return tuple(Path(p) for p in os.environ.get("PIP_FIND_LINKS", "").split() if Path(p).is_dir())
+def image_options(
+    settings: Settings,
+    *,
+    flavour: str = "pip",
+    cuda: str | None = None,
+    cudnn: str | None = None,
+    keep_ca: bool = False,
+    frameworks: tuple[str, ...] | None = None,
+) -> ImageOptions:
+    """The image flags of one command, with the base image, CA bundle and wheel folders the
+    settings resolved (``--base-image`` or ``BASE_IMAGE``, and so on)."""
+    return ImageOptions(
+        flavour=flavour,
+        cuda=cuda,
+        cudnn=cudnn,
+        base_image=settings.base_image,
+        extra_ca=settings.extra_ca,
+        keep_ca=keep_ca,
+        frameworks=frameworks,
+        find_links=settings.find_links,
+    )
 
 
 def image_spec(project: Project, kind: str, options: ImageOptions) -> ImageSpec:
     """The spec for ``kind`` under ``options`` (versions from images/versions.yaml)."""
-    combos = load_combinations(project.root / "images" / "versions.yaml")
+    combos = load_combinations(project.versions_file)
     combination = find_combination(combos, options.cuda, options.cudnn)
     if options.flavour not in combination.flavours():
         raise combination.missing(options.flavour)
-    base = options.base_image or os.environ.get("BASE_IMAGE")
     return ImageSpec(
         kind=kind,
         flavour=options.flavour,
         combination=combination,
-        base_image=base_for(options.flavour, combination, base),
+        base_image=base_for(options.flavour, combination, options.base_image),
         frameworks=DEFAULT_FRAMEWORKS
         if options.frameworks is None
         else tuple(f for f in options.frameworks if f != NO_FRAMEWORK),
         keep_ca=options.keep_ca,
-        extra_ca=options.extra_ca if options.extra_ca is not None else default_extra_ca(),
-        find_links=default_find_links() if options.find_links is None else options.find_links,
+        extra_ca=options.extra_ca,
+        find_links=options.find_links,
     )
 
 
@@ -71,20 +84,23 @@ def ensure_image(
     project: Project,
     fetcher: Fetcher,
     spec: ImageSpec,
+    *,
+    proxies: Mapping[str, str],
     say: Callable[[str], None] = print,
     client=None,
     **build_options,
 ) -> BuiltImage:
-    """Build ``spec``'s image unless an identical one exists; return its tag."""
+    """Build ``spec``'s image (``proxies`` as build arguments) unless an identical one exists;
+    return its tag."""
     client = client or docker_client()
-    staging = project.build_dir / "images" / f"{spec.flavour}-{spec.kind}"
     return build_image(
         client,
         spec,
-        project.root / "images",
-        staging,
+        project.images_dir,
+        project.image_staging(spec.flavour, spec.kind),
         project.load_pins(),
         fetcher,
+        proxies,
         say,
         **build_options,
     )
@@ -93,7 +109,7 @@ def ensure_image(
 def lock_report(project: Project) -> list[tuple[str, str, str]]:
     """(combination, image, status) for every ngc base: pinned by digest or unpinned."""
     rows = []
-    for combo in load_combinations(project.root / "images" / "versions.yaml"):
+    for combo in load_combinations(project.versions_file):
         for kind, ngc in (combo.ngc or {}).items():
             label = f"cuda {combo.cuda} cudnn {combo.cudnn} {kind}"
             if ngc.digest:
@@ -103,19 +119,30 @@ def lock_report(project: Project) -> list[tuple[str, str, str]]:
     return rows
 
 
-def resolve_digests(project: Project, client) -> list[tuple[str, str, str]]:
-    """Ask the registry for each ngc image's digest; (image, digest or '', why not)."""
+def lock_digests(project: Project, client) -> list[tuple[str, str]]:
+    """Ask the registry for each unpinned ngc image's digest and record those it gives in
+    images/versions.yaml (nothing else in the file changes); (image, why not) for the others."""
+    import yaml
     from docker.errors import DockerException
 
-    found = []
-    for combo in load_combinations(project.root / "images" / "versions.yaml"):
-        for ngc in (combo.ngc or {}).values():
+    path = project.versions_file
+    text = path.read_text(encoding="utf-8")
+    root = yaml.compose(text)
+    edits, failed = [], []
+    for i, combo in enumerate(load_combinations(path)):
+        for kind, ngc in (combo.ngc or {}).items():
+            if ngc.digest:
+                continue
             try:
-                data = client.images.get_registry_data(ngc.image)
-                found.append((ngc.image, data.id, ""))
+                digest = client.images.get_registry_data(ngc.image).id
             except DockerException as exc:
-                found.append((ngc.image, "", f"registry did not answer ({type(exc).__name__})"))
-    return found
+                failed.append((ngc.image, f"registry did not answer ({type(exc).__name__})"))
+                continue
+            node = find(root, "combinations", i, "ngc", kind, "digest")
+            edits.append((node, render(digest, node, quote='"')))
+    if edits:
+        rewrite_file(path, text, edits)
+    return failed
 
 
 def describe(combo: Combination) -> str:

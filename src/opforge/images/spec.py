@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from opforge.errors import ConfigError
+from opforge.frameworks import TORCH
 from opforge.yamlfile import parse_yaml
 
 KINDS = ("devel", "runtime")
@@ -16,7 +17,7 @@ FLAVOURS = ("pip", "deb", "ngc")
 DEFAULT_BASE = "debian:{suite}-slim"
 PIP_SUITE = "bookworm"
 # The torch the images carry by default: the CPU adapter builds and tests against it.
-DEFAULT_FRAMEWORKS = ("torch==2.13.0",)
+DEFAULT_FRAMEWORKS = (TORCH,)
 # `--framework none`: an image without a framework (the kernel library needs none).
 NO_FRAMEWORK = "none"
 

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from opforge.atomic import write_text
 from opforge.errors import OpforgeError
 from opforge.kernels import gen_c, gen_mindspore, gen_torch, optable, stable_abi
 
@@ -56,10 +57,7 @@ def write(target: str, table_path: Path, out_dir: Path) -> list[Path]:
         path = out_dir / relative
         text = generate(table)
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(path)
+            write_text(path, text)
         written.append(path)
     return written
 

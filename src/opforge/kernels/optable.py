@@ -202,7 +202,7 @@ def parse(path: Path, data: object) -> OpTable:
     if data.get("version") != VERSION:
         raise ConfigError(
             f"{path}: version: expected {VERSION}, got {data.get('version')!r}",
-            hint="this opforge reads op tables of version 2",
+            hint=f"this opforge reads op tables of version {VERSION}",
         )
     sets = data.get("dtype_sets", {})
     if not isinstance(sets, dict):

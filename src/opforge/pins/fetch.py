@@ -51,11 +51,10 @@ class _WriteFailed(Exception):
     """The partial file could not be written (disk full, read-only); carries the OSError."""
 
 
-def progress_enabled(stream: object = sys.stderr) -> bool:
-    """Progress bars only on an interactive terminal, never in CI logs."""
-    if os.environ.get("CI") or os.environ.get("OPFORGE_NO_PROGRESS"):
-        return False
-    return bool(getattr(stream, "isatty", lambda: False)())
+def progress_enabled(allowed: bool, stream: object = sys.stderr) -> bool:
+    """Progress bars only where the settings allow them (never in CI logs) and on an
+    interactive terminal."""
+    return allowed and bool(getattr(stream, "isatty", lambda: False)())
 
 
 @dataclass

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import jsonschema
 
-from opforge.build.wheel import requirement_problem
 from opforge.errors import RecipeError
 from opforge.pins.model import PinSet
 from opforge.recipes.model import Recipe, recipe_from_dict
 from opforge.recipes.paths import lexical_problem, link_problem
-from opforge.recipes.schema import RECIPE_SCHEMA
+from opforge.recipes.schema import RECIPE_SCHEMA, REMOVED_KEYS, SCHEMA_VERSIONS
+from opforge.requirements import requirement_problem
 from opforge.yamlfile import read_yaml_file
 
 _VALIDATOR = jsonschema.Draft202012Validator(RECIPE_SCHEMA)
@@ -106,6 +106,37 @@ def _schema_problems(path: Path, raw: dict) -> list[_Problem]:
     return [_Problem(text, _SCHEMA_HINT) for text in sorted(texts)]
 
 
+def _version_problem(path: Path, raw: dict) -> _Problem | None:
+    """Why the recipe's format cannot be read (None when it can): a recipe names its format."""
+    version = raw.get("schema")
+    if version is None:
+        return _Problem(
+            f"{path}: schema: required key is missing",
+            f"start the recipe with `schema: {SCHEMA_VERSIONS[-1]}`, the format it is written in",
+        )
+    if version not in SCHEMA_VERSIONS:
+        known = ", ".join(map(str, SCHEMA_VERSIONS))
+        return _Problem(
+            f"{path}: schema: {version!r} is not a recipe format this opforge reads ({known})",
+            "upgrade opforge to one that reads it, or write the recipe in a format it reads",
+        )
+    return None
+
+
+def _without_removed_keys(path: Path, raw: dict) -> tuple[list[_Problem], dict]:
+    """A problem for each key recipes no longer have (``REMOVED_KEYS``), saying what to do
+    instead, and the recipe without them for the schema to judge the rest."""
+    problems = []
+    rest = {**raw, "test": dict(raw["test"])} if isinstance(raw.get("test"), dict) else dict(raw)
+    for key, instead in REMOVED_KEYS.items():
+        parent, _, leaf = key.rpartition(".")
+        holder = rest.get(parent) if parent else rest
+        if isinstance(holder, dict) and leaf in holder:
+            del holder[leaf]
+            problems.append(_Problem(f"{path}: {key}: no longer a recipe key: {instead}"))
+    return problems, rest
+
+
 def _read_recipe(path: Path, problems: list[_Problem]) -> Recipe | None:
     """The recipe at ``path`` if it reads and passes the schema; else its problems are added."""
     try:
@@ -121,7 +152,12 @@ def _read_recipe(path: Path, problems: list[_Problem]) -> Recipe | None:
             _Problem(f"{path}: expected a mapping at the top level", "see recipes/kernels.yaml")
         )
         return None
-    found = _schema_problems(path, raw)
+    version = _version_problem(path, raw)
+    if version is not None:
+        problems.append(version)
+        return None
+    found, rest = _without_removed_keys(path, raw)
+    found += _schema_problems(path, rest)
     if found:
         problems.extend(found)
         return None
@@ -192,17 +228,16 @@ def _path_problems(recipe: Recipe, root: Path) -> list[_Problem]:
                 f"{pattern!r} matches no file under {root}",
                 "source patterns are globs relative to the project root",
             )
-    if recipe.cmake:
-        source_dir = recipe.cmake.source_dir
-        problem = lexical_problem(source_dir, "the project root") or link_problem(root, source_dir)
-        if problem:
-            add("cmake.source_dir", problem, "source_dir is a directory inside the project")
-        elif not (root / source_dir / "CMakeLists.txt").is_file():
-            add(
-                "cmake.source_dir",
-                f"{source_dir!r} has no CMakeLists.txt",
-                "source_dir is relative to the project root",
-            )
+    source_dir = recipe.cmake.source_dir
+    problem = lexical_problem(source_dir, "the project root") or link_problem(root, source_dir)
+    if problem:
+        add("cmake.source_dir", problem, "source_dir is a directory inside the project")
+    elif not (root / source_dir / "CMakeLists.txt").is_file():
+        add(
+            "cmake.source_dir",
+            f"{source_dir!r} has no CMakeLists.txt",
+            "source_dir is relative to the project root",
+        )
     prefix = "dist/<profile>"
     declared = [(f"outputs[{i}]", p) for i, p in enumerate(recipe.outputs)]
     declared += [

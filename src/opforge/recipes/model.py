@@ -29,10 +29,9 @@ class CMakeSpec:
 
 @dataclass(frozen=True)
 class TestSpec:
-    """The command that verifies a built target, and the image family it runs in."""
+    """The command that verifies a built target."""
 
     command: tuple[str, ...]
-    image: str
 
 
 @dataclass(frozen=True)
@@ -50,17 +49,15 @@ class Recipe:
     """One build target, as declared in ``recipes/NAME.yaml``."""
 
     name: str
-    kind: str
     path: Path
     raw: dict
     sources: tuple[str, ...]
-    image: str
+    cmake: CMakeSpec
     profiles: dict[str, Profile]
     outputs: tuple[str, ...]
     pins: tuple[str, ...] = ()
     depends_on: tuple[str, ...] = ()
     description: str = ""
-    cmake: CMakeSpec | None = None
     test: TestSpec | None = None
     python_packages: tuple[str, ...] = ()
     wheel: WheelSpec | None = None
@@ -68,7 +65,7 @@ class Recipe:
 
     def options_for(self, profile: str) -> dict[str, OptionValue]:
         """CMake cache options for ``profile``: the recipe's, overridden by the profile's."""
-        base = dict(self.cmake.options) if self.cmake else {}
+        base = dict(self.cmake.options)
         base.update(self.profiles[profile].options)
         return base
 
@@ -79,15 +76,14 @@ class Recipe:
 
 def recipe_from_dict(path: Path, raw: dict) -> Recipe:
     """Build a ``Recipe`` from a dict that already passed schema validation."""
-    cmake = raw.get("cmake")
+    cmake = raw["cmake"]
     test = raw.get("test")
     return Recipe(
         name=raw["name"],
-        kind=raw["kind"],
         path=path,
         raw=raw,
         sources=tuple(raw["sources"]),
-        image=raw["image"],
+        cmake=CMakeSpec(cmake["source_dir"], dict(cmake.get("options", {}))),
         profiles={
             name: Profile(
                 name,
@@ -101,8 +97,7 @@ def recipe_from_dict(path: Path, raw: dict) -> Recipe:
         pins=tuple(raw.get("pins", ())),
         depends_on=tuple(raw.get("depends_on", ())),
         description=raw.get("description", ""),
-        cmake=CMakeSpec(cmake["source_dir"], dict(cmake.get("options", {}))) if cmake else None,
-        test=TestSpec(tuple(test["command"]), test["image"]) if test else None,
+        test=TestSpec(tuple(test["command"])) if test else None,
         python_packages=tuple(raw.get("python_packages", ())),
         wheel=WheelSpec(
             raw["wheel"]["name"], raw["wheel"]["root"], tuple(raw["wheel"].get("requires", ()))

@@ -1,14 +1,13 @@
-"""``dist/manifest.json``: per target and profile, the digest of its inputs and of its outputs."""
+"""The build record (``dist/build-record.json``): per target and profile, the digest of its
+inputs and of its outputs."""
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from opforge.errors import ConfigError
+from opforge.atomic import write_text
 
 SCHEMA_VERSION = 1
 
@@ -26,8 +25,8 @@ class TargetRecord:
     duration_s: float = 0.0
 
 
-class Manifest:
-    """The manifest file, read once and written atomically after each target."""
+class BuildRecord:
+    """The build record file, read once and written atomically after each target."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -43,7 +42,7 @@ class Manifest:
             for name, profiles in data["targets"].items():
                 self.targets[name] = {p: TargetRecord(**rec) for p, rec in profiles.items()}
         except (ValueError, KeyError, TypeError):
-            # A damaged manifest only costs a rebuild; it is rewritten whole afterwards.
+            # A damaged record only costs a rebuild; it is rewritten whole afterwards.
             self.targets = {}
 
     def get(self, target: str, profile: str) -> TargetRecord | None:
@@ -51,12 +50,12 @@ class Manifest:
         return self.targets.get(target, {}).get(profile)
 
     def put(self, target: str, record: TargetRecord) -> None:
-        """Record a successful build and save the manifest."""
+        """Record a successful build and save the file."""
         self.targets.setdefault(target, {})[record.profile] = record
         self.save()
 
     def save(self) -> None:
-        """Write the manifest via a temporary file and an atomic rename."""
+        """Write the file via a temporary file and an atomic rename."""
         data = {
             "schema": SCHEMA_VERSION,
             "targets": {
@@ -64,17 +63,4 @@ class Manifest:
                 for name, profiles in sorted(self.targets.items())
             },
         }
-        temp: str | None = None
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(prefix="manifest.", suffix=".tmp", dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(data, out, indent=2, sort_keys=True)
-                out.write("\n")
-            os.replace(temp, self.path)
-            temp = None
-        except OSError as exc:
-            raise ConfigError(f"cannot write {self.path}: {exc.strerror}") from None
-        finally:
-            if temp is not None:
-                Path(temp).unlink(missing_ok=True)
+        write_text(self.path, json.dumps(data, indent=2, sort_keys=True) + "\n")

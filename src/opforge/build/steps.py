@@ -1,13 +1,13 @@
-"""The host runner: build steps as subprocesses of this machine.
+"""Build steps and their execution as subprocesses of this machine.
 
-Each step runs in a process group of its own, and when opforge is interrupted (SIGINT) or
+A build is a sequence of steps (configure, build, install), each a command line; the engine hands
+them to a step runner. Each step runs in a process group of its own, and when opforge is interrupted (SIGINT) or
 terminated (SIGTERM) while a step runs, the whole group (cmake, ninja, the compilers they
 started) is stopped before opforge exits: nothing keeps building into a tree nobody owns.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import shlex
@@ -17,14 +17,34 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from opforge.errors import BuildError
-from opforge.runners.base import Step
+from opforge.logtail import LogTail
 
-_TAIL_LINES = 25
 _GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of a build: a short name for progress output, argv, cwd and extra env."""
+
+    name: str
+    argv: tuple[str, ...]
+    cwd: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class Runner(Protocol):
+    """Something that can execute build steps and say where it runs them."""
+
+    name: str
+
+    def run(self, step: Step, log_path: Path) -> None:
+        """Run ``step``, teeing its output to ``log_path``; raise ``BuildError`` on failure."""
+        ...
 
 
 class Terminated(KeyboardInterrupt):
@@ -43,7 +63,7 @@ class HostRunner:
         """Run ``step``; on failure raise ``BuildError`` with the command and the log's tail."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **step.env}
-        tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        tail = LogTail()
         with open(log_path, "a", encoding="utf-8") as log:
             log.write(f"$ {shlex.join(step.argv)}\n")
             log.flush()
@@ -69,17 +89,16 @@ class HostRunner:
                     interrupts.arm()
                     for line in proc.stdout:
                         log.write(line)
-                        tail.append(line.rstrip("\n"))
+                        tail.add(line)
                         self.echo(line.rstrip("\n"))
                     code = proc.wait()
                 except BaseException:
                     _stop_group(proc)
                     raise
         if code != 0:
-            shown = "\n".join(f"    {line}" for line in tail)
             raise BuildError(
                 f"step {step.name} failed (exit {code}): {shlex.join(step.argv)}\n"
-                f"  last lines of {log_path}:\n{shown}",
+                f"  last lines of {log_path}:\n{tail.render()}",
                 hint=f"the full log is {log_path}",
             )
 

@@ -1,0 +1,55 @@
+"""The ``opforge`` command line: one module per command group, each a thin layer over the
+package; here the parser is assembled and errors become one readable line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from opforge import __version__
+from opforge.cli import build, ci, doctor, images, pins, recipes
+from opforge.cli.common import Command, err, settings_from
+from opforge.errors import OpforgeError
+from opforge.redact import mask_credentials
+
+# In the order `--help` lists them.
+GROUPS = (recipes, pins, build, ci, images, doctor)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (exposed for tests and docs)."""
+    parser = argparse.ArgumentParser(
+        prog="opforge",
+        description="Build, pin and test a kernel library shared by PyTorch and MindSpore.",
+    )
+    parser.add_argument("--version", action="version", version=f"opforge {__version__}")
+    parser.add_argument(
+        "--project", metavar="DIR", help="project root (default: nearest dir with checksums.yaml)"
+    )
+    # Written by the container layer for the opforge it starts in a container (opforge.handoff).
+    parser.add_argument("--handoff", metavar="JSON", help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in GROUPS:
+        group.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; user errors become one line (plus a hint) and a non-zero exit."""
+    args = build_parser().parse_args(argv)
+    func: Command = args.func
+    try:
+        return func(args, settings_from(args, os.environ))
+    except OpforgeError as exc:
+        err(f"opforge: error: {mask_credentials(exc.message)}")
+        if exc.hint:
+            err(f"  hint: {mask_credentials(exc.hint)}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err("opforge: interrupted")
+        return 130
+    except BrokenPipeError:
+        # Output piped into `head` and friends: not an error worth a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -1,0 +1,166 @@
+"""What the command groups share: settings from the parsed flags, the project, the fetcher, and
+the flags several groups take."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from opforge.handoff import Handoff
+from opforge.images.service import ImageOptions, image_options
+from opforge.images.spec import DEFAULT_FRAMEWORKS, FLAVOURS
+from opforge.pins.cache import ContentCache
+from opforge.pins.fetch import Fetcher, FetchSettings, progress_enabled
+from opforge.project import Project, open_project
+from opforge.settings import Settings, default_cache_dir, resolve_settings
+
+Command = Callable[[argparse.Namespace, Settings], int]
+
+
+def err(text: str) -> None:
+    """One line to stderr, at once."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
+    """The settings of this invocation: its flags (those its command has), then ``environ``."""
+    handoff = Handoff.from_json(args.handoff) if args.handoff else None
+    return resolve_settings(
+        environ,
+        project=args.project,
+        pins=getattr(args, "pins", None),
+        cache=getattr(args, "cache", None),
+        base_image=getattr(args, "base_image", None),
+        extra_ca=getattr(args, "extra_ca", None),
+        find_links=getattr(args, "find_links", None),
+        handoff=handoff,
+    )
+
+
+def project(settings: Settings) -> Project:
+    """The project the settings name."""
+    return open_project(settings)
+
+
+def fetcher(args: argparse.Namespace, settings: Settings) -> Fetcher:
+    """A fetcher over the settings' cache, with the command's download flags."""
+    options = FetchSettings(
+        retries=args.retries,
+        deadline=args.deadline,
+        max_bytes=args.max_bytes,
+        progress=progress_enabled(settings.progress),
+    )
+    return Fetcher(
+        ContentCache(settings.cache_dir), offline=args.offline, settings=options, log=err
+    )
+
+
+def images(args: argparse.Namespace, settings: Settings) -> ImageOptions:
+    """The image options of a command with the image flags."""
+    return image_options(
+        settings,
+        flavour=args.flavour,
+        cuda=args.cuda,
+        cudnn=args.cudnn,
+        keep_ca=getattr(args, "keep_ca", False),
+        frameworks=tuple(args.framework) if args.framework is not None else None,
+    )
+
+
+def count(text: str) -> int:
+    """An argument type: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def positive(kind: type) -> Callable[[str], float | int]:
+    """An argument type: a number of ``kind`` above 0."""
+
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+        return value
+
+    return parse
+
+
+def add_fetch_options(parser: argparse.ArgumentParser, pins_file: bool = True) -> None:
+    """The download flags: pins file, cache, offline, retries, deadline, size cap."""
+    if pins_file:
+        parser.add_argument(
+            "--pins", metavar="FILE", help="pins file (default: checksums.yaml at the project root)"
+        )
+    parser.add_argument(
+        "--cache",
+        metavar="DIR",
+        help=f"download cache (default: $OPFORGE_CACHE or {default_cache_dir()})",
+    )
+    parser.add_argument(
+        "--offline", action="store_true", help="use the cache only; fail if a file is missing"
+    )
+    parser.add_argument(
+        "--retries",
+        type=count,
+        default=4,
+        metavar="N",
+        help="retries per URL on transient errors (default: 4)",
+    )
+    parser.add_argument(
+        "--deadline",
+        type=positive(float),
+        default=1800.0,
+        metavar="SECONDS",
+        help="time budget per downloaded file, retries included (default: 1800)",
+    )
+    parser.add_argument(
+        "--max-bytes",
+        type=positive(int),
+        default=4 << 30,
+        metavar="N",
+        help="largest download accepted for a pin with no recorded size (default: 4 GiB)",
+    )
+
+
+def add_image_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags that select and shape an image."""
+    parser.add_argument("--flavour", choices=FLAVOURS, default="pip", help="default: pip")
+    parser.add_argument("--cuda", help="CUDA version (default: the first in images/versions.yaml)")
+    parser.add_argument("--cudnn", help="cuDNN version (default: the one paired with --cuda)")
+    parser.add_argument(
+        "--base-image",
+        help="pip/deb flavour base, {suite} filled in (default: $BASE_IMAGE or debian:{suite}-slim)",
+    )
+    parser.add_argument(
+        "--extra-ca",
+        metavar="PEM",
+        help="CA bundle pip trusts while building (default: $OPFORGE_EXTRA_CA, else $PIP_CERT)",
+    )
+    parser.add_argument(
+        "--framework",
+        action="append",
+        metavar="REQ",
+        help="framework requirement for the image, repeatable; `none`: no framework "
+        f"(default: {' '.join(DEFAULT_FRAMEWORKS)})",
+    )
+    parser.add_argument(
+        "--find-links",
+        action="append",
+        metavar="DIR",
+        help="local wheel folder for the image's pip, repeatable (default: $PIP_FIND_LINKS)",
+    )
+
+
+def resolved(path: str | None) -> Path | None:
+    """An optional path flag, made absolute."""
+    return Path(path).resolve() if path else None

@@ -1,0 +1,149 @@
+"""``opforge pins``: list, fetch, verify, install and update the pinned external inputs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from opforge.cli.common import add_fetch_options, fetcher, project
+from opforge.errors import PinError
+from opforge.pins.cache import CacheState
+from opforge.pins.install import install_wheels
+from opforge.pins.model import PinSet, load_pins
+from opforge.pins.update import update_pin
+from opforge.settings import Settings
+
+
+def _human_size(size: int | None) -> str:
+    if size is None:
+        return "?"
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"
+
+
+def _pins_path(settings: Settings) -> Path:
+    # --pins alone needs no project around it.
+    return settings.pins_file or project(settings).pins_path
+
+
+def _pins(settings: Settings) -> PinSet:
+    return load_pins(_pins_path(settings))
+
+
+def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
+    """Print each pin with its size, digest and whether it is cached."""
+    cache = fetcher(args, settings).cache
+    for pin in _pins(settings).pins.values():
+        state = "cached" if cache.has(pin) else "-"
+        print(
+            f"{pin.name:<22} {_human_size(pin.size):>9}  {pin.sha256[:16]}  {state:<6}  {pin.filename}"
+        )
+    return 0
+
+
+def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
+    """Download (or find in the cache) the named pins, verified."""
+    pins = _pins(settings).select(args.names)
+    getter = fetcher(args, settings)
+    already = {pin.name for pin in pins if getter.cache.has(pin)}
+    paths = getter.fetch_many(pins, jobs=args.jobs)
+    for pin in pins:
+        how = "cached" if pin.name in already else "fetched"
+        path = getter.cache.export(pin, Path(args.dest)) if args.dest else paths[pin.name]
+        print(f"{pin.name:<22} {how:<8} {path}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
+    """Re-hash the cached files of the named pins; report missing and corrupt ones."""
+    pins = _pins(settings).select(args.names)
+    cache = fetcher(args, settings).cache
+    bad = []
+    for pin in pins:
+        result = cache.verify(pin)
+        if result.state is CacheState.OK:
+            print(f"{pin.name:<22} ok")
+        elif result.state is CacheState.MISSING:
+            bad.append(pin.name)
+            print(f"{pin.name:<22} missing")
+        else:
+            bad.append(pin.name)
+            print(f"{pin.name:<22} corrupt: {result.problem} (removed from cache)")
+    if bad:
+        raise PinError(
+            f"{len(bad)} of {len(pins)} pin(s) missing or corrupt in {cache.root}",
+            hint=f"run `opforge pins fetch {' '.join(bad)}`",
+        )
+    return 0
+
+
+def cmd_install(args: argparse.Namespace, settings: Settings) -> int:
+    """pip-install wheel pins, verified, into this interpreter (or --target DIR)."""
+    pins = _pins(settings).select(args.names)
+    target = Path(args.target) if args.target else None
+    for name in install_wheels(pins, fetcher(args, settings), target):
+        print(f"installed {name}")
+    return 0
+
+
+def cmd_update(args: argparse.Namespace, settings: Settings) -> int:
+    """Re-download one pin and record its digest in the pins file."""
+    if args.offline:
+        raise PinError(
+            "pins update needs the network, but --offline was given", hint="drop --offline"
+        )
+    path = _pins_path(settings)
+    result = update_pin(path, args.name, fetcher(args, settings))
+    confirmed = f" (matches {result.confirmed_by})" if result.confirmed_by else ""
+    if result.changed:
+        print(
+            f"{args.name}: sha256 {result.old.sha256 or '(unset)'} -> {result.new.sha256}{confirmed}"
+        )
+        print(f"updated {path}")
+    else:
+        print(f"{args.name}: unchanged, sha256 {result.new.sha256}{confirmed}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``pins`` and its actions."""
+    pins = sub.add_parser("pins", help="list, fetch, verify and update pinned external inputs")
+    actions = pins.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="each pin with size, digest and cache state")
+    add_fetch_options(listing)
+    listing.set_defaults(func=cmd_list)
+    fetch = actions.add_parser("fetch", help="download pins into the cache, verified by sha256")
+    fetch.add_argument("names", nargs="*", metavar="NAME", help="pins to fetch (default: all)")
+    fetch.add_argument(
+        "--jobs", type=int, default=4, metavar="N", help="parallel downloads (default: 4)"
+    )
+    fetch.add_argument(
+        "--dest",
+        metavar="DIR",
+        help="also place the verified files in DIR under their own names (e.g. to pip install)",
+    )
+    add_fetch_options(fetch)
+    fetch.set_defaults(func=cmd_fetch)
+    verify = actions.add_parser(
+        "verify", help="re-hash cached files; report missing or corrupt ones"
+    )
+    verify.add_argument("names", nargs="*", metavar="NAME", help="pins to verify (default: all)")
+    add_fetch_options(verify)
+    verify.set_defaults(func=cmd_verify)
+    install = actions.add_parser(
+        "install", help="pip-install wheel pins, sha256-verified and without dependencies"
+    )
+    install.add_argument("names", nargs="+", metavar="NAME", help="wheel pins to install")
+    install.add_argument("--target", metavar="DIR", help="install into DIR instead of this env")
+    add_fetch_options(install)
+    install.set_defaults(func=cmd_install)
+    update = actions.add_parser(
+        "update", help="re-download one pin and rewrite its digest (nothing else in the file)"
+    )
+    update.add_argument("name", metavar="NAME")
+    add_fetch_options(update)
+    update.set_defaults(func=cmd_update)

@@ -1,0 +1,159 @@
+"""opforge's settings: command-line flags, the environment and the container handoff, resolved
+once into one ``Settings``.
+
+Every environment variable opforge reads is read here, from a mapping passed in (the CLI passes
+``os.environ``), and documented in the README's table (``ENVIRONMENT`` below is that table; a
+test keeps the two equal). The rest of the package receives a ``Settings`` or values from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import platformdirs
+
+from opforge.errors import ConfigError
+from opforge.handoff import Handoff
+from opforge.paths import PROJECT_MARKER, find_project_root
+from opforge.proxies import PROXY_NAMES, proxy_environment
+
+# Tools a variable may name instead of the search (``opforge.build.toolchain``).
+TOOL_VARIABLES = {"c++": "CXX", "nvcc": "CUDACXX"}
+PIP_CACHE_VOLUME = "opforge-pip-cache"
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+
+# Every variable opforge reads, and what it sets (the README's table).
+ENVIRONMENT: dict[str, str] = {
+    "OPFORGE_PROJECT": "the project root, when `--project` is not given",
+    "OPFORGE_CACHE": "the download cache, when `--cache` is not given",
+    "OPFORGE_BUILD_DIR": "the build trees' directory instead of `<project>/build` "
+    "(the devcontainer keeps its own)",
+    "OPFORGE_NO_PROGRESS": "set: no download progress bars",
+    "CI": "set: no download progress bars (CI logs)",
+    "BASE_IMAGE": "the pip/deb flavours' base image, when `--base-image` is not given",
+    "OPFORGE_EXTRA_CA": "a CA bundle image builds trust, when `--extra-ca` is not given",
+    "PIP_CERT": "the same, when `OPFORGE_EXTRA_CA` is not set",
+    "PIP_FIND_LINKS": "local wheel folders for image builds, when `--find-links` is not given",
+    "OPFORGE_PIP_CACHE_VOLUME": "the Docker volume holding pip's cache in containers "
+    f"(default {PIP_CACHE_VOLUME})",
+    **{
+        name: "proxy for downloads, image builds and containers (either case)"
+        for name in PROXY_NAMES
+    },
+    "CXX": "the C++ compiler builds use",
+    "CUDACXX": "the nvcc builds use",
+    "CUDNN_ROOT": "where `opforge doctor` looks for cuDNN first (as FindCUDNN does)",
+    "DOCKER_HOST": "the Docker engine (read by the Docker SDK; `opforge doctor` names it)",
+    "REQUESTS_CA_BUNDLE": "the CA bundle downloads trust (read by requests; `doctor` shows it)",
+}
+
+
+def default_cache_dir() -> Path:
+    """The platform's per-user cache directory for opforge."""
+    return Path(platformdirs.user_cache_dir("opforge", appauthor=False))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything opforge takes from outside its project files, resolved.
+
+    ``project_dir`` None: the project is found by searching up from ``cwd``. ``build_dir`` None:
+    ``<project>/build``. ``image``: the container image a build runs in (``host`` outside one).
+    """
+
+    cwd: Path = field(default_factory=Path.cwd)
+    project_dir: Path | None = None
+    project_from: str = "--project"
+    pins_file: Path | None = None
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    build_dir: Path | None = None
+    image: str = "host"
+    progress: bool = True
+    base_image: str | None = None
+    extra_ca: Path | None = None
+    find_links: tuple[Path, ...] = ()
+    pip_cache_volume: str = PIP_CACHE_VOLUME
+    proxies: dict[str, str] = field(default_factory=dict)
+    tool_overrides: dict[str, str] = field(default_factory=dict)
+    cudnn_root: Path | None = None
+    docker_host: str = DEFAULT_DOCKER_HOST
+    ca_bundle: str | None = None
+
+    def project_root(self) -> Path:
+        """The project root: as named (``OPFORGE_PROJECT`` must hold a checkout), else the
+        nearest directory at or above ``cwd`` holding checksums.yaml."""
+        if self.project_dir is None:
+            return find_project_root(self.cwd)
+        if (
+            self.project_from == "OPFORGE_PROJECT"
+            and not (self.project_dir / PROJECT_MARKER).is_file()
+        ):
+            raise ConfigError(
+                f"OPFORGE_PROJECT={self.project_dir} has no {PROJECT_MARKER}",
+                hint="point OPFORGE_PROJECT at the root of an opforge checkout, or unset it",
+            )
+        return self.project_dir
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def resolve_settings(
+    environ: Mapping[str, str],
+    *,
+    project: str | None = None,
+    pins: str | None = None,
+    cache: str | None = None,
+    base_image: str | None = None,
+    extra_ca: str | None = None,
+    find_links: Sequence[str] | None = None,
+    handoff: Handoff | None = None,
+    cwd: Path | None = None,
+) -> Settings:
+    """Settings from flags (keyword arguments; None: not given), then the container ``handoff``,
+    then ``environ``, then defaults."""
+    if project:
+        project_dir, project_from = Path(project).resolve(), "--project"
+    elif handoff is not None:
+        project_dir, project_from = handoff.project, "--handoff"
+    elif environ.get("OPFORGE_PROJECT"):
+        project_dir, project_from = Path(environ["OPFORGE_PROJECT"]).resolve(), "OPFORGE_PROJECT"
+    else:
+        project_dir, project_from = None, "the current directory"
+    if find_links is not None:
+        links = tuple(Path(p) for p in find_links)
+    else:
+        # pip's own setting: only the folders that exist here can go into an image build.
+        links = tuple(
+            Path(p) for p in environ.get("PIP_FIND_LINKS", "").split() if Path(p).is_dir()
+        )
+    return Settings(
+        cwd=cwd or Path.cwd(),
+        project_dir=project_dir,
+        project_from=project_from,
+        pins_file=_path(pins),
+        cache_dir=_path(cache)
+        or (handoff.cache_dir if handoff else None)
+        or _path(environ.get("OPFORGE_CACHE"))
+        or default_cache_dir(),
+        build_dir=(handoff.build_dir if handoff else None)
+        or _path(environ.get("OPFORGE_BUILD_DIR")),
+        image=handoff.image if handoff else "host",
+        progress=not (environ.get("CI") or environ.get("OPFORGE_NO_PROGRESS")),
+        base_image=base_image or environ.get("BASE_IMAGE") or None,
+        extra_ca=_path(extra_ca or environ.get("OPFORGE_EXTRA_CA") or environ.get("PIP_CERT")),
+        find_links=links,
+        pip_cache_volume=environ.get("OPFORGE_PIP_CACHE_VOLUME") or PIP_CACHE_VOLUME,
+        proxies=proxy_environment(environ),
+        tool_overrides={
+            tool: environ[variable]
+            for tool, variable in TOOL_VARIABLES.items()
+            if environ.get(variable)
+        },
+        cudnn_root=_path(environ.get("CUDNN_ROOT")),
+        docker_host=environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST,
+        ca_bundle=environ.get("REQUESTS_CA_BUNDLE") or None,
+    )
