@@ -19,64 +19,22 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import statistics
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from gpu import copy_bandwidth, desc, max_rel_err, time_ms
 from results_file import save
 
 from opforge.kernels import optable
-from opforge.kernels.abi import KDL_CUDA, KernelLibrary, Tensor
+from opforge.kernels.abi import KernelLibrary
 from opforge.kernels.signatures import c_signatures
 
 REPO = Path(__file__).resolve().parent.parent
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 NORM_SHAPES = [(16384, 4096), (4096, 8192)]
 EPS = 1e-5
-
-
-def desc(t: torch.Tensor) -> Tensor:
-    """A DLTensor descriptor of a CUDA tensor (its own strides)."""
-    name = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}[t.dtype]
-    return Tensor.from_pointer(t.data_ptr(), t.shape, t.stride(), name, KDL_CUDA, t.device.index)
-
-
-def time_ms(fn: Callable[[], object], repeats: int = 7, min_ms: float = 100.0) -> float:
-    """Median milliseconds per call of ``fn`` (GPU time between CUDA events)."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    iters = max(3, int(min_ms / max(start.elapsed_time(end), 1e-3)))
-    samples = []
-    for _ in range(repeats):
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / iters)
-    return statistics.median(samples)
-
-
-def copy_bandwidth(n: int) -> float:
-    """Device-to-device copy in TB/s, counting bytes read plus bytes written."""
-    src = torch.randn(n, device="cuda")
-    dst = torch.empty_like(src)
-    return 2 * n * 4 / time_ms(lambda: dst.copy_(src)) / 1e9
-
-
-def max_rel_err(ours: torch.Tensor, ref: torch.Tensor) -> float:
-    """max |ours - ref| / max |ref|, in float64."""
-    ours, ref = ours.double(), ref.double()
-    return float((ours - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
 
 
 class Bench:
