@@ -11,7 +11,8 @@
 
 namespace opforge::cuda {
 
-constexpr int kMaxCluster = 8;  // the portable cluster size limit
+constexpr int kMaxCluster = 8;          // the portable cluster size limit
+constexpr int kMaxNonPortableCluster = 16;  // Hopper's limit, for kernels that opt in
 
 // Column tiles held in shared memory (softmax over a non-last dim, 2-D batch_norm): a block of
 // kTileThreads threads holds kTileWidthBytes-wide rows of adjacent columns for a run of the
@@ -107,10 +108,18 @@ cudaError_t allow_smem(Kernel kernel, const DeviceInfo& dev) {
 }
 
 // Whether clusters of `cluster` blocks of `kernel` with `smem` bytes each can run at all here.
+// Clusters above the portable size are allowed for the kernel first (the device may still
+// refuse them: then they do not fit).
 template <class Kernel>
 bool cluster_fits(Kernel kernel, int64_t grid, int threads, int64_t smem, int cluster,
                   const DeviceInfo& dev, cudaStream_t s) {
   if (dev.major < 9 || grid > INT32_MAX) return false;
+  if (cluster > kMaxCluster &&
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+          cudaSuccess) {
+    cudaGetLastError();  // a failed query must not surface as a later launch's error
+    return false;
+  }
   if (allow_smem(kernel, dev) != cudaSuccess) {
     cudaGetLastError();  // a failed query must not surface as a later launch's error
     return false;
@@ -154,12 +163,14 @@ struct TilePlan {
   int64_t smem = 0;
 };
 
+// Clusters of at most max_cluster blocks (more than kMaxCluster: where the device allows).
 template <class Clustered, class Single>
 TilePlan plan_tiles(Clustered clustered, Single single, int64_t tiles, int64_t len,
-                    int64_t row_bytes, const DeviceInfo& dev, cudaStream_t s) {
+                    int64_t row_bytes, const DeviceInfo& dev, cudaStream_t s,
+                    int max_cluster = kMaxCluster) {
   TilePlan plan;
   int blocks =
-      static_cast<int>(std::min<int64_t>(kMaxCluster, ceil_div(len * row_bytes, kTileBlockBytes)));
+      static_cast<int>(std::min<int64_t>(max_cluster, ceil_div(len * row_bytes, kTileBlockBytes)));
   const int64_t rows = ceil_div(len, blocks);
   blocks = static_cast<int>(ceil_div(len, rows));
   if (blocks > 1 && rows * row_bytes <= dynamic_smem_limit(clustered, dev) &&

@@ -58,6 +58,51 @@ __device__ __forceinline__ void store_global(T* p, const Pack<T, N>& v) {
   }
 }
 
+// kBytes (4, 8 or 16) from global to shared memory without a register on the way (cp.async,
+// sm_80 and later; 16-byte copies leave L1 alone, as the data is read once). Both addresses
+// aligned to kBytes. Other sizes (a single 2-byte element) are copied through a register.
+// kWholeLine also brings the rest of the 128-byte line into L2, for a reader of the other part
+// that comes soon after (two 64-byte column tiles of one line): the DRAM then serves whole
+// lines, not halves.
+template <int kBytes, bool kWholeLine = false>
+__device__ __forceinline__ void copy_async(void* smem, const void* gmem) {
+  if constexpr (kBytes == 16 || kBytes == 8 || kBytes == 4) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    if constexpr (kBytes == 16 && kWholeLine) {
+      asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(gmem)
+                   : "memory");
+    } else if constexpr (kBytes == 16) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem) : "memory");
+    } else if constexpr (kWholeLine) {
+      asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], %2;" ::"r"(dst), "l"(gmem),
+                   "n"(kBytes)
+                   : "memory");
+    } else {
+      asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(dst), "l"(gmem), "n"(kBytes)
+                   : "memory");
+    }
+  } else {
+    memcpy(smem, gmem, kBytes);
+  }
+}
+__device__ __forceinline__ void async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// Waits until at most N of this thread's committed groups of copies are still in flight.
+template <int N>
+__device__ __forceinline__ void async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+// async_wait<n> for an n known only at run time, 0 <= n <= kMax.
+template <int kMax>
+__device__ __forceinline__ void async_wait_for(int n) {
+  if (n >= kMax) {
+    async_wait<kMax>();
+  } else if constexpr (kMax > 0) {
+    async_wait_for<kMax - 1>(n);
+  }
+}
+
 // max that lets NaN win, so a NaN anywhere in a row reaches the result.
 __device__ __forceinline__ float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }
 

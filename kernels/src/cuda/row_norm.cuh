@@ -149,21 +149,6 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
-// 16 bytes from global to shared memory without a register on the way (cp.async, sm_80 and
-// later; .cg leaves L1 alone, as the data is read once).
-__device__ __forceinline__ void copy16_async(void* smem, const void* gmem) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void async_commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-// Waits until at most N of this thread's committed groups of copies are still in flight.
-template <int N>
-__device__ __forceinline__ void async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
 // Forward of rows of 16-byte packs (2-byte types) on a grid of the blocks that fit at once: each
 // block walks rows, with the next kFwdStages - 1 rows of x already on their way into shared
 // memory while it works on the current one, so that loads keep flowing through the reductions
@@ -187,7 +172,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 #pragma unroll
       for (int p = 0; p < P; ++p) {
         const int q = p * threads + t;
-        if (q < packs) copy16_async(&stage[(s * P + p) * threads + t], xr + q);
+        if (q < packs) copy_async<16>(&stage[(s * P + p) * threads + t], xr + q);
       }
     }
     async_commit();  // an empty group past the last row keeps the wait count below uniform
@@ -444,8 +429,8 @@ __global__ void __launch_bounds__(kMaxThreads)
         for (int p = 0; p < P; ++p) {
           const int q = p * threads + t;
           if (q < packs) {
-            copy16_async(dst + p * threads, xr + q);
-            copy16_async(dst + (P + p) * threads, gr + q);
+            copy_async<16>(dst + p * threads, xr + q);
+            copy_async<16>(dst + (P + p) * threads, gr + q);
           }
         }
       }
