@@ -117,17 +117,27 @@ CONFORMANCE = [
     case("softmax", (2, 600001), "float32", dim=-1),
     case("softmax", (2, 600001), "float32", values="nan", dim=-1),
     case("softmax_backward", (2, 600001), "float32", dim=-1),
-    # softmax columns: short (a thread per column), one tile block, a cluster, three passes
+    # softmax columns: short (a thread per column), one tile block, a cluster, three passes.
+    # Tiles of 32 columns (128 bytes of float32), or 64 bytes where those need too much shared
+    # memory; columns not a multiple of 16 bytes are copied element by element (2-byte ones
+    # without cp.async).
     *[case("softmax", (20, 301), d, dim=0) for d in ("float32", "bfloat16")],
     *[case("softmax", (300, 200), d, dim=0) for d in ("float32", "float16", "bfloat16")],
-    case("softmax", (300, 37), "float32", values="nan", dim=0),
+    *[case("softmax", (300, 37), d, values="nan", dim=0) for d in ("float32", "bfloat16")],
+    # a cluster of 16 blocks (float32, 128-byte tiles), of 8 (bfloat16)
     *[case("softmax", (8192, 96), d, dim=0) for d in ("float32", "bfloat16")],
     *[case("softmax", (8192, 37), "float32", values=v, dim=0) for v in ("nan", "all_neg_inf")],
+    case("softmax", (8192, 37), "bfloat16", values="all_neg_inf", dim=0),
     case("softmax", (8192, 96), "float32", values="masked", dim=0),
+    # backward: 64-byte tiles (float32: 128-byte ones would take 128 KB blocks)
     *[case("softmax_backward", (8192, 96), d, dim=0) for d in ("float32", "bfloat16")],
+    # 64-byte tiles over a cluster of 16 blocks of 160 KB
     *[case("softmax", (40000, 48), d, dim=0) for d in ("float32", "bfloat16")],
     case("softmax", (40000, 20), "float32", values="nan", dim=0),
+    # three passes: no cluster holds the tile
     case("softmax_backward", (40000, 48), "float32", dim=0),
+    case("softmax", (90000, 20), "float32", values="nan", dim=0),
+    case("softmax", (90000, 24), "bfloat16", dim=0),
     *[case("softmax", (6, 700, 40), d, dim=1) for d in ("float32", "bfloat16")],
     case("softmax_backward", (6, 700, 40), "float16", dim=1),
     # argmax: warp rows, block rows, split rows, column chunks (one and several), middle dim

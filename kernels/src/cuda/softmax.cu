@@ -4,19 +4,22 @@
 // - rows (the dim has stride 1): a row that fits in registers is read once and written once by
 //   a warp or a block (forward: max, sum of exp, write; backward: dot(y, dy), write). A longer
 //   row (a vocabulary of 32k-256k) is held in shared memory: read once with 16-byte loads from
-//   its first 16-byte boundary on, max and sum taken online while it arrives, written from
+//   its first 16-byte boundary on, max and sum taken online while it arrives (backward: y and
+//   dy copied in asynchronously, all of a block's copies in flight at once), written from
 //   there. On Hopper a row of more than kRowBlockBytes is spread over a thread-block cluster
 //   (so two blocks fit an SM, or so it fits at all) whose blocks merge their partial statistics
 //   through distributed shared memory. Longer rows still: a block per row, reading twice.
 // - columns (stride 1 along an inner dim, e.g. softmax over dim 0, or along -1 of a transposed
-//   view): a tile of adjacent columns, 64 bytes wide, is held in shared memory over the whole
-//   dim (one block, or a cluster on Hopper) and written from there: one read. Short dims: a
-//   thread per column. Tiles too tall: statistics of row chunks in one kernel, merged per column
-//   in a second, applied in a third (two reads).
+//   view): a tile of 32 adjacent columns (or 64 bytes of them) is held in shared memory over the
+//   whole dim (one block, or a cluster of up to 16 on Hopper), copied in asynchronously while
+//   the statistics are taken, and written from there: one read. Short dims: a thread per
+//   column. Tiles too tall: statistics of row chunks in one kernel, merged per column in a
+//   second, applied in a third (two reads).
 // - anything else: through contiguous copies.
 //
 // Semantics as the reference: y = exp(x - max) / sum(exp(x - max)); a NaN anywhere in the
 // reduced run, an all -inf run or a +inf makes the whole run NaN.
+#include <cfloat>
 #include <type_traits>
 
 #include "backends.hpp"
@@ -35,6 +38,7 @@ constexpr int kSmemRowThreads = 512;
 constexpr int64_t kRowBlockBytes = 110 << 10;  // shared memory of a row block: 2 fit an SM
 constexpr int kTwoPassThreads = 512;
 constexpr int64_t kShortColumn = 64;  // dims shorter than this: a thread per column
+constexpr int kTileStages = 4;        // groups of a column tile's rows in flight at once
 
 // The operands: in = x (forward) or y (backward), grad = dy (backward only), out = y or dx.
 // Rows: row r of operand k starts at r * k_outer. Columns: element (o, l, i) is at
@@ -249,6 +253,22 @@ __device__ __forceinline__ void load_to_smem(const T* __restrict__ p, int64_t n,
   }
 }
 
+// As load_to_smem without take: the packs by cp.async, every one of the block's copies in flight
+// at once (a synchronous loop keeps only kUnroll per thread, too few to cover the latency of a
+// row's whole chunk). Complete after async_wait<0>() and a barrier.
+template <class T, int kThreads>
+__device__ __forceinline__ void copy_to_smem_async(const T* __restrict__ p, int64_t n, T* s) {
+  constexpr int N = kVec<T>;
+  const int64_t head = std::min<int64_t>(head_of(p), n);
+  const int64_t packs = (n - head) / N;
+  const int64_t tail = head + packs * N;
+  const int64_t t = threadIdx.x;
+  if (t < head) s[t] = p[t];
+  if (t < n - tail) s[tail + t] = p[tail + t];
+  for (int64_t k = t; k < packs; k += kThreads) copy_async<16>(s + head + k * N, p + head + k * N);
+  async_commit();
+}
+
 // N elements from s[i, i + N): one 16-byte read when aligned, else element by element.
 template <class T>
 __device__ __forceinline__ Pack<T, kVec<T>> smem_pack(const T* s, bool aligned) {
@@ -291,8 +311,9 @@ __global__ void __launch_bounds__(kSmemRowThreads)
 
   S acc = empty_stat<kBackward>();
   if constexpr (kBackward) {
-    load_to_smem<T, kSmemRowThreads>(in, n, s_in, [](const auto&) {});
-    load_to_smem<T, kSmemRowThreads>(grad, n, s_grad, [](const auto&) {});
+    copy_to_smem_async<T, kSmemRowThreads>(in, n, s_in);
+    copy_to_smem_async<T, kSmemRowThreads>(grad, n, s_grad);
+    async_wait<0>();
     __syncthreads();
     for (int64_t i = threadIdx.x; i < n; i += kSmemRowThreads)
       acc += to_f(s_in[i]) * to_f(s_grad[i]);
@@ -400,18 +421,22 @@ __global__ void softmax_short_columns(Operands<T> a, int64_t outer, int64_t len,
   }
 }
 
-// Column tiles held in shared memory: W adjacent columns (64 bytes) of one outer index. The
+// Column tiles held in shared memory: W adjacent columns (kWidthBytes) of one outer index. The
 // block of rank c among the blocks_per_tile blocks of a tile (a cluster when kCluster, else one
 // block; cluster_place) holds rows [c * rows_per_block, ...) of the dim. kLanes threads cover a
-// tile row, V columns each; the block's threads take kRowsPerStep rows at a time.
-template <class T, int V, bool kBackward, bool kCluster>
+// tile row, V columns each; a thread takes the rows slot, slot + kRowsPerStep, ... Its rows
+// arrive in kTileStages groups of asynchronous copies, and it takes the statistics of a group
+// while the later ones are still arriving. Each thread copies, and later reads, only its own
+// packs: the loads need no barrier.
+template <class T, int V, int kWidthBytes, bool kBackward, bool kCluster>
 __global__ void __launch_bounds__(kTileThreads)
     softmax_column_tiles(Operands<T> a, int64_t len, int64_t inner, int64_t rows_per_block,
                          int blocks_per_tile) {
-  constexpr int W = kTileWidthBytes / static_cast<int>(sizeof(T));
+  constexpr int W = kWidthBytes / static_cast<int>(sizeof(T));
   constexpr int kLanes = W / V;
   constexpr int kRowsPerStep = kTileThreads / kLanes;
   static_assert(kLanes <= 32 && 32 % kLanes == 0, "a tile row must fit a warp");
+  constexpr bool kWholeLine = kWidthBytes < 128;  // the line's other part: the next tile's
   using P = Pack<T, V>;
   using S = Stat<kBackward>;
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
@@ -433,44 +458,50 @@ __global__ void __launch_bounds__(kTileThreads)
   const T* in = a.in + o * a.in_outer + begin * a.in_len + i;
   const T* grad = kBackward ? a.grad + o * a.grad_outer + begin * a.grad_len + i : nullptr;
   T* out = a.out + o * a.out_outer + begin * a.out_len + i;
+  const int64_t mine = active && rows > slot ? ceil_div(rows - slot, kRowsPerStep) : 0;
+  auto row = [&](int64_t k) { return slot + k * kRowsPerStep; };
 
+#pragma unroll
+  for (int stage = 0; stage < kTileStages; ++stage) {
+    for (int64_t k = mine * stage / kTileStages; k < mine * (stage + 1) / kTileStages; ++k) {
+      const int64_t r = row(k);
+      copy_async<sizeof(P), kWholeLine>(s_in + r * W + cw, in + r * a.in_len);
+      if constexpr (kBackward)
+        copy_async<sizeof(P), kWholeLine>(s_grad + r * W + cw, grad + r * a.grad_len);
+    }
+    async_commit();  // empty groups too: every thread waits on the same counts below
+  }
+  // Forward: one pass, a new maximum rescaling the sum (rarely, after the first rows). The
+  // running max starts at -FLT_MAX, not -inf, so a -inf adds exp(-inf) = 0, not exp(NaN); a NaN
+  // or +inf still makes the sum NaN, as the reference's run.
   S st[V];
 #pragma unroll
-  for (int j = 0; j < V; ++j) st[j] = empty_stat<kBackward>();
-  if (active) {
-    for (int64_t r = slot; r < rows; r += static_cast<int64_t>(kRowsPerStep) * kUnroll) {
-      P v[kUnroll];
-      P g[kUnroll];  // backward only
+  for (int j = 0; j < V; ++j) {
+    if constexpr (kBackward) {
+      st[j] = 0.0f;
+    } else {
+      st[j] = Online{-FLT_MAX, 0.0f};
+    }
+  }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t rr = r + static_cast<int64_t>(u) * kRowsPerStep;
-        if (rr < rows) {
-          v[u] = *reinterpret_cast<const P*>(in + rr * a.in_len);
-          if constexpr (kBackward) g[u] = *reinterpret_cast<const P*>(grad + rr * a.grad_len);
-        }
-      }
+  for (int stage = 0; stage < kTileStages; ++stage) {
+    async_wait_for<kTileStages - 1>(kTileStages - 1 - stage);
+#pragma unroll 4
+    for (int64_t k = mine * stage / kTileStages; k < mine * (stage + 1) / kTileStages; ++k) {
+      const P v = *reinterpret_cast<const P*>(s_in + row(k) * W + cw);
+      if constexpr (kBackward) {
+        const P g = *reinterpret_cast<const P*>(s_grad + row(k) * W + cw);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t rr = r + static_cast<int64_t>(u) * kRowsPerStep;
-        if (rr < rows) {
-          *reinterpret_cast<P*>(s_in + rr * W + cw) = v[u];
-          if constexpr (kBackward) {
-            *reinterpret_cast<P*>(s_grad + rr * W + cw) = g[u];
-#pragma unroll
-            for (int j = 0; j < V; ++j) st[j] += to_f(v[u].v[j]) * to_f(g[u].v[j]);
-          }
-        }
-      }
-      if constexpr (!kBackward) {
+        for (int j = 0; j < V; ++j) st[j] += to_f(v.v[j]) * to_f(g.v[j]);
+      } else {
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          float f[kUnroll];
-#pragma unroll
-          for (int u = 0; u < kUnroll; ++u) {
-            // A missing row counts as -inf: it changes neither max nor sum.
-            f[u] = r + static_cast<int64_t>(u) * kRowsPerStep < rows ? to_f(v[u].v[j]) : -INFINITY;
+          const float f = to_f(v.v[j]);
+          if (f > st[j].max) {
+            st[j].sum *= __expf(st[j].max - f);
+            st[j].max = f;
           }
-          online_add(st[j], f);
+          st[j].sum += __expf(f - st[j].max);
         }
       }
     }
@@ -496,21 +527,21 @@ __global__ void __launch_bounds__(kTileThreads)
   combine_blocks<kCluster>(block_parts, tile_stats, W, blocks_per_tile,
                            [](S x, S y) { return merge_stat<kBackward>(x, y); });
 
-  if (active) {
-    S fin[V];
+  if (mine == 0) return;  // no barrier follows
+  S fin[V];
 #pragma unroll
-    for (int j = 0; j < V; ++j) fin[j] = for_output<kBackward>(tile_stats[cw + j]);
+  for (int j = 0; j < V; ++j) fin[j] = for_output<kBackward>(tile_stats[cw + j]);
 #pragma unroll 4
-    for (int64_t r = slot; r < rows; r += kRowsPerStep) {
-      const P v = *reinterpret_cast<const P*>(s_in + r * W + cw);
-      P g;
-      if constexpr (kBackward) g = *reinterpret_cast<const P*>(s_grad + r * W + cw);
-      P res;
+  for (int64_t k = 0; k < mine; ++k) {
+    const int64_t r = row(k);
+    const P v = *reinterpret_cast<const P*>(s_in + r * W + cw);
+    P g;
+    if constexpr (kBackward) g = *reinterpret_cast<const P*>(s_grad + r * W + cw);
+    P res;
 #pragma unroll
-      for (int j = 0; j < V; ++j)
-        res.v[j] = finish<T, kBackward>(v.v[j], kBackward ? g.v[j] : T{}, fin[j]);
-      store_global(out + r * a.out_len, res);
-    }
+    for (int j = 0; j < V; ++j)
+      res.v[j] = finish<T, kBackward>(v.v[j], kBackward ? g.v[j] : T{}, fin[j]);
+    store_global(out + r * a.out_len, res);
   }
 }
 
@@ -701,20 +732,47 @@ opforge_status softmax_tall_columns(const char* op, const Operands<T>& a, int64_
   return check_launch(op);
 }
 
+template <class T, int V, int kWidthBytes, bool kBackward>
+TilePlan plan_column_tiles(int64_t tiles, int64_t len, const DeviceInfo& dev, cudaStream_t s) {
+  return plan_tiles(softmax_column_tiles<T, V, kWidthBytes, kBackward, true>,
+                    softmax_column_tiles<T, V, kWidthBytes, kBackward, false>, tiles, len,
+                    kWidthBytes * (kBackward ? 2 : 1), dev, s, kMaxNonPortableCluster);
+}
+
+template <class T, int V, int kWidthBytes, bool kBackward>
+opforge_status launch_column_tiles(const char* op, const TilePlan& plan, const Operands<T>& a,
+                                   int64_t outer, int64_t len, int64_t inner,
+                                   const DeviceInfo& dev, cudaStream_t s) {
+  const int64_t tiles = outer * ceil_div(inner, kWidthBytes / static_cast<int>(sizeof(T)));
+  return launch_tiles(op, plan, softmax_column_tiles<T, V, kWidthBytes, kBackward, true>,
+                      softmax_column_tiles<T, V, kWidthBytes, kBackward, false>, tiles, dev, s, a,
+                      len, inner, plan.rows_per_block, plan.blocks);
+}
+
+// Tiles of 32 columns where a cluster holds one in blocks of at most kTileBlockBytes, else of
+// kTileWidthBytes; else the larger blocks that fit; else the passes that read twice. Why 32
+// columns: on an H100 a plain copy in 64-byte column tiles reaches 72-79% of the copy rate,
+// in 128-byte ones 87-88% (bench/column_tile_ceiling.cu).
 template <class T, int V, bool kBackward>
 opforge_status softmax_columns_v(const char* op, const Operands<T>& a, int64_t outer, int64_t len,
                                  int64_t inner, const DeviceInfo& dev, Scratch& scratch,
                                  cudaStream_t s) {
-  constexpr int W = kTileWidthBytes / static_cast<int>(sizeof(T));
-  const int64_t tiles = outer * ceil_div(inner, W);
-  auto* clustered = softmax_column_tiles<T, V, kBackward, true>;
-  auto* single = softmax_column_tiles<T, V, kBackward, false>;
-  const TilePlan plan =
-      plan_tiles(clustered, single, tiles, len, kTileWidthBytes * (kBackward ? 2 : 1), dev, s);
-  if (plan.blocks == 0)
-    return softmax_tall_columns<T, V, kBackward>(op, a, outer, len, inner, dev, scratch, s);
-  return launch_tiles(op, plan, clustered, single, tiles, dev, s, a, len, inner,
-                      plan.rows_per_block, plan.blocks);
+  constexpr int kWide = 32 * static_cast<int>(sizeof(T));
+  constexpr int kNarrow = kTileWidthBytes;
+  auto tiles_of = [&](int width) { return outer * ceil_div(inner, width / sizeof(T)); };
+  const TilePlan wide = plan_column_tiles<T, V, kWide, kBackward>(tiles_of(kWide), len, dev, s);
+  if (wide.blocks > 0 && (kWide == kNarrow || wide.smem <= kTileBlockBytes))
+    return launch_column_tiles<T, V, kWide, kBackward>(op, wide, a, outer, len, inner, dev, s);
+  if constexpr (kWide != kNarrow) {
+    const TilePlan narrow =
+        plan_column_tiles<T, V, kNarrow, kBackward>(tiles_of(kNarrow), len, dev, s);
+    if (narrow.blocks > 0)
+      return launch_column_tiles<T, V, kNarrow, kBackward>(op, narrow, a, outer, len, inner, dev,
+                                                           s);
+  }
+  if (wide.blocks > 0)
+    return launch_column_tiles<T, V, kWide, kBackward>(op, wide, a, outer, len, inner, dev, s);
+  return softmax_tall_columns<T, V, kBackward>(op, a, outer, len, inner, dev, scratch, s);
 }
 
 template <class T, bool kBackward>
