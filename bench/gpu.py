@@ -359,7 +359,7 @@ def run(lib: KernelLibrary, quick: bool) -> dict:
     bench.softmax("softmax dim -1 backward", randn(8192 // q, 8192), -1, backward=True)
     bench.argmax("argmax dim -1", randn(4096 // q, 32768), -1)
     bench.argmax("argmax dim -1", randn(4096 // q, 32768, dtype=torch.bfloat16), -1)
-    bench.batch_norm("batch_norm 4-D (cuDNN)", (32 // q, 256, 56, 56), "float32")
+    bench.batch_norm("batch_norm 4-D", (32 // q, 256, 56, 56), "float32")
     props = torch.cuda.get_device_properties(0)
     return {
         "device": props.name,

@@ -5,7 +5,7 @@ These cases reach each one (sizes for an H100: 227 KB of shared memory per block
 softmax rows in registers, in shared memory (one block, a cluster of blocks) and two-pass;
 column tiles (one block, a cluster), tall columns (three passes) and short columns; argmax split
 rows and column chunks; batch_norm native (2-D tiles in one block or a cluster, three passes,
-small spatial, strided) and cuDNN (4-D); and
+small spatial, strided; inference per channel with spatial dims) and cuDNN (4-D training); and
 layouts read in place (transposed, permuted, row-strided, broadcast) or through contiguous
 copies (negative strides, mixed layouts). Contiguous cases run the conformance runner (float64
 numpy reference, edge values); strided ones compare with torch in float64.
@@ -186,9 +186,22 @@ CONFORMANCE = [
         "batch_norm", (300, 7), "float32", values="noaffine", training=True, momentum=0.1, eps=1e-5
     ),
     case("batch_norm_backward", (300, 7), "bfloat16", values="noaffine", training=True),
-    # batch_norm through cuDNN (spatial size above the native limit)
+    # batch_norm training through cuDNN (spatial size above the native limit)
     case("batch_norm", (8, 12, 10, 10), "float32", training=True, momentum=0.1, eps=1e-5),
     case("batch_norm_backward", (8, 12, 10, 10), "float32", training=True),
+    # batch_norm inference with spatial dims, native: per-channel coefficients over packs (S a
+    # multiple of the pack), over single elements (S = 81), per column (S = 36, bfloat16 packs of
+    # 8); more rows than a grid's y dimension
+    *[
+        case("batch_norm", shape, d, training=False, momentum=0.1, eps=1e-5)
+        for shape, d in (
+            ((8, 12, 10, 10), "float32"),
+            ((8, 12, 10, 10), "bfloat16"),
+            ((4, 6, 9, 9), "float32"),
+            ((8, 16, 6, 6), "bfloat16"),
+            ((70000, 2, 4), "float32"),
+        )
+    ],
 ]
 
 
@@ -472,7 +485,8 @@ def strided_vector(torch, values):
 
 
 @pytest.mark.parametrize(
-    "layout", ["row-slice", "transposed", "permuted-3d", "strided-params", "tiny-eps-4d"]
+    "layout",
+    ["row-slice", "row-slice-4d", "transposed", "permuted-3d", "strided-params", "tiny-eps-4d"],
 )
 def test_batch_norm_view(gpu_library, memory, torch, layout):
     gen = seeded(torch, f"batch-norm-{layout}")
@@ -483,6 +497,8 @@ def test_batch_norm_view(gpu_library, memory, torch, layout):
     eps = 1e-5
     if layout == "row-slice":
         x = randn(256, 100)[:, 10:74]
+    elif layout == "row-slice-4d":
+        x = randn(6, 10, 8, 8)[:, 2:8]  # rows of 6 whole channel planes, 10 apart
     elif layout == "transposed":
         x = randn(48, 256).t()
     elif layout == "permuted-3d":
@@ -490,7 +506,7 @@ def test_batch_norm_view(gpu_library, memory, torch, layout):
     elif layout == "strided-params":
         x = randn(200, 24)
     else:
-        x, eps = randn(4, 6, 9, 9), 1e-7  # below cuDNN's minimum: native
+        x, eps = randn(4, 6, 9, 9), 1e-7
     c = x.shape[1]
     w, b = (
         torch.rand(c, generator=gen, device="cuda") + 0.5,

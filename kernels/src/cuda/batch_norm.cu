@@ -1,6 +1,6 @@
-// batch_norm on CUDA: cuDNN for large spatial sizes (4-D images), where it measured fastest;
-// the native column-reduction kernels (batch_norm_native.cu) for 2-D, small spatial sizes,
-// strided tensors, eps below cuDNN's minimum, and builds without cuDNN.
+// batch_norm on CUDA: cuDNN trains on large spatial sizes (4-D images), where it measured
+// fastest; the native kernels (batch_norm_native.cu) take inference, 2-D, small spatial sizes,
+// strided tensors, eps below cuDNN's minimum (CUDNN_BN_MIN_EPSILON), and builds without cuDNN.
 //
 // cuDNN's batch norm takes 4-D NCHW tensors only: N×C×L is viewed as N×C×L×1 (spatial mode).
 #include "backends.hpp"
@@ -163,19 +163,6 @@ opforge_status cudnn_forward_training(const BatchNorm& bn, void* stream) {
   return call.check.status();
 }
 
-opforge_status cudnn_forward_inference(const BatchNorm& bn, void* stream) {
-  Call call("opforge_batch_norm_forward_inference", bn, stream);
-  float* weight = call.vector_or(bn.weight, 1.0f);
-  float* bias = call.vector_or(bn.bias, 0.0f);
-  if (!call.check.ok()) return call.check.status();
-  call.check(
-      cudnnBatchNormalizationForwardInference(
-          call.handle, Call::kMode, &kOne, &kZero, call.data, bn.x->data, call.data, bn.out->data,
-          call.params, weight, bias, bn.running_mean->data, bn.running_var->data, bn.eps),
-      "cudnnBatchNormalizationForwardInference");
-  return call.check.status();
-}
-
 opforge_status cudnn_backward(const BatchNorm& bn, void* stream) {
   Call call("opforge_batch_norm_backward", bn, stream);
   float* weight = call.vector_or(bn.weight, 1.0f);
@@ -201,10 +188,9 @@ opforge_status batch_norm_forward_training(const BatchNorm& bn, void* stream) {
   return native_batch_norm_forward_training(bn, static_cast<cudaStream_t>(stream));
 }
 
+// Always native: an elementwise pass with per-channel coefficients ran at 85% of the copy rate
+// where cuDNN's ran at 76% (H100, 32x256x56x56 float32).
 opforge_status batch_norm_forward_inference(const BatchNorm& bn, void* stream) {
-#ifdef OPFORGE_HAVE_CUDNN
-  if (cudnn_suits(bn)) return cudnn_forward_inference(bn, stream);
-#endif
   return native_batch_norm_forward_inference(bn, static_cast<cudaStream_t>(stream));
 }
 

@@ -8,13 +8,15 @@
 //   the chunks and the channel's S columns (in float64), writes save_mean/save_invstd, updates
 //   the running statistics (unbiased variance) and expands y = (x - mean) * scale + shift into
 //   per-column coefficients; a last pass applies them.
-// - inference: the coefficients from the running statistics, then the same last pass.
+// - inference: the coefficients from the running statistics, then the same last pass (with
+//   spatial dims: one per channel, applied as an elementwise pass).
 // - backward: sums of dy and dy * (x - mean) per column and chunk; a warp per channel merges
 //   them into dbias, dweight and dx = (dy - mean(dy)) * a + (x - mean) * b per column.
 // The last pass walks the chunks backwards: the rows the reduction read last are still in L2.
 // 2-D input (S == 1) whose batch fits the shared memory of a cluster (Hopper) or of one block
 // skips the second read: training forward and backward hold a tile of channels over the whole
 // batch in shared memory and merge the statistics through distributed shared memory.
+#include <algorithm>
 #include <initializer_list>
 #include <type_traits>
 #include <utility>
@@ -30,6 +32,9 @@ namespace {
 constexpr const char* kTraining = "opforge_batch_norm_forward_training";
 constexpr const char* kInference = "opforge_batch_norm_forward_inference";
 constexpr const char* kBackward = "opforge_batch_norm_backward";
+constexpr int kApplyThreads = 256;
+constexpr int kApplyUnroll = 4;
+constexpr int64_t kMaxGridY = 65535;
 
 // A float32 parameter or statistic of C elements (p == nullptr: absent).
 struct ChannelVec {
@@ -214,6 +219,44 @@ __global__ void __launch_bounds__(kColThreads)
         }
         store_global(y + col + l * y_row, r);
       });
+}
+
+// Inference with spatial dims (S > 1): y from x and each channel's coefficients, as an
+// elementwise pass over each row's packs (kApplyUnroll in flight per thread) with the rows along
+// grid.y. A pack lies in one channel (S a multiple of V): channel = column / S. Per-column
+// coefficients (bn_apply) would read 12 bytes per column for only the few rows of a batch of
+// images.
+template <class T, int V>
+__global__ void __launch_bounds__(kApplyThreads)
+    bn_apply_channels(const T* __restrict__ x, int64_t x_row, T* __restrict__ y, int64_t y_row,
+                      int64_t rows, int64_t packs, int64_t spatial_packs,
+                      const Affine* __restrict__ coef) {
+  using P = Pack<T, V>;
+  const int64_t first =
+      static_cast<int64_t>(blockIdx.x) * kApplyThreads * kApplyUnroll + threadIdx.x;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const P* xr = reinterpret_cast<const P*>(x + r * x_row);
+    T* yr = y + r * y_row;
+    P buf[kApplyUnroll];
+#pragma unroll
+    for (int u = 0; u < kApplyUnroll; ++u) {
+      const int64_t k = first + static_cast<int64_t>(u) * kApplyThreads;
+      if (k < packs) buf[u] = xr[k];
+    }
+#pragma unroll
+    for (int u = 0; u < kApplyUnroll; ++u) {
+      const int64_t k = first + static_cast<int64_t>(u) * kApplyThreads;
+      if (k < packs) {
+        const Affine a = coef[k / spatial_packs];
+        P r;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          r.v[j] = from_f<T>((to_f(buf[u].v[j]) - a.mean) * a.scale + a.shift);
+        }
+        store_global(yr + k * V, r);
+      }
+    }
+  }
 }
 
 // Backward pass 1: per column and chunk of rows, sums of dy and dy * (x - mean).
@@ -646,6 +689,20 @@ template <class T, int V>
 opforge_status inference(Pass& p, int64_t x_row, int64_t y_row) {
   const BatchNorm& bn = p.bn;
   const int64_t cols = bn.c * bn.s;
+  if (bn.s > 1 && bn.s % V == 0) {
+    Affine* coef = nullptr;
+    const cudaError_t e = p.workspace(bn.c, &coef);
+    if (e != cudaSuccess) return cuda_failure(p.op, "cudaMallocAsync (workspace)", e);
+    bn_prepare_inference<<<static_cast<unsigned>(ceil_div(bn.c, 256)), 256, 0, p.stream>>>(
+        bn.c, 1, channel_vec(bn.weight), channel_vec(bn.bias), channel_vec(bn.running_mean),
+        channel_vec(bn.running_var), bn.eps, coef);
+    const int64_t packs = cols / V;
+    const dim3 grid(static_cast<unsigned>(ceil_div(packs, kApplyThreads * kApplyUnroll)),
+                    static_cast<unsigned>(std::min(bn.n, kMaxGridY)));
+    bn_apply_channels<T, V><<<grid, kApplyThreads, 0, p.stream>>>(
+        bn.x->ptr<T>(), x_row, bn.out->ptr<T>(), y_row, bn.n, packs, bn.s / V, coef);
+    return check_launch(p.op);
+  }
   const ColumnGrid g = column_grid(cols, bn.n, V, p.dev);
   Affine* coef = nullptr;
   const cudaError_t e = p.workspace(cols, &coef);
