@@ -287,6 +287,30 @@ def test_softmax_view(gpu_library, memory, torch, layout, dtype):
     assert_close(torch, dx, ref, dtype, sums=True)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_softmax_backward_long_rows_of_other_phases(gpu_library, memory, torch, dtype):
+    """Long rows (shared memory) whose y and dy start at different offsets from a 16-byte
+    boundary: the dot product cannot pair their packs and goes element by element."""
+    gen = seeded(torch, f"softmax-backward-phases-{dtype}")
+    dt = dtype_of(torch, dtype)
+    y = torch.softmax(torch.randn(4, 50257, generator=gen, device="cuda", dtype=torch.float64), -1)
+    y = y.to(dt)
+    dy = torch.randn(4, 50260, generator=gen, device="cuda").to(dt)[:, 3:]
+    dx = torch.full_like(y, float("nan"))
+    call(
+        gpu_library.call,
+        "softmax_backward",
+        y=desc(y),
+        dy=desc(dy),
+        dim=-1,
+        dx=desc(dx),
+        stream=memory.stream,
+    )
+    torch.cuda.synchronize()
+    ref = y.double() * (dy.double() - (dy.double() * y.double()).sum(-1, keepdim=True))
+    assert_close(torch, dx, ref, dtype, sums=True)
+
+
 @pytest.mark.parametrize("dim", [0, 1])
 def test_softmax_negative_strides(gpu_library, memory, torch, dim):
     """A C ABI caller may pass negative strides: computed through contiguous copies."""

@@ -315,8 +315,25 @@ __global__ void __launch_bounds__(kSmemRowThreads)
     copy_to_smem_async<T, kSmemRowThreads>(grad, n, s_grad);
     async_wait<0>();
     __syncthreads();
-    for (int64_t i = threadIdx.x; i < n; i += kSmemRowThreads)
-      acc += to_f(s_in[i]) * to_f(s_grad[i]);
+    if (pad_in == pad_grad) {
+      // y's and dy's packs line up in shared memory (as they do for two rows of one shape):
+      // the dot a pack at a time, eight times fewer shared-memory reads than element by element.
+      const int64_t head = std::min<int64_t>(head_of(in), n);
+      const int64_t packs = (n - head) / N;
+      const int64_t tail = head + packs * N;
+      const int64_t t = threadIdx.x;
+      if (t < head) acc += to_f(s_in[t]) * to_f(s_grad[t]);
+      if (t < n - tail) acc += to_f(s_in[tail + t]) * to_f(s_grad[tail + t]);
+      for (int64_t k = t; k < packs; k += kSmemRowThreads) {
+        const P v = *reinterpret_cast<const P*>(s_in + head + k * N);
+        const P g = *reinterpret_cast<const P*>(s_grad + head + k * N);
+#pragma unroll
+        for (int j = 0; j < N; ++j) acc += to_f(v.v[j]) * to_f(g.v[j]);
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < n; i += kSmemRowThreads)
+        acc += to_f(s_in[i]) * to_f(s_grad[i]);
+    }
   } else {
     load_to_smem<T, kSmemRowThreads>(in, n, s_in, [&](const auto& f) { online_add(acc, f); });
   }
