@@ -9,7 +9,7 @@
 //   the running statistics (unbiased variance) and expands y = (x - mean) * scale + shift into
 //   per-column coefficients; a last pass applies them.
 // - inference: the coefficients from the running statistics, then the same last pass (with
-//   spatial dims: one per channel, applied as an elementwise pass).
+//   spatial dims a multiple of the pack: one per channel, applied as an elementwise pass).
 // - backward: sums of dy and dy * (x - mean) per column and chunk; a warp per channel merges
 //   them into dbias, dweight and dx = (dy - mean(dy)) * a + (x - mean) * b per column.
 // The last pass walks the chunks backwards: the rows the reduction read last are still in L2.
@@ -248,12 +248,12 @@ __global__ void __launch_bounds__(kApplyThreads)
       const int64_t k = first + static_cast<int64_t>(u) * kApplyThreads;
       if (k < packs) {
         const Affine a = coef[k / spatial_packs];
-        P r;
+        P res;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          r.v[j] = from_f<T>((to_f(buf[u].v[j]) - a.mean) * a.scale + a.shift);
+          res.v[j] = from_f<T>((to_f(buf[u].v[j]) - a.mean) * a.scale + a.shift);
         }
-        store_global(yr + k * V, r);
+        store_global(yr + k * V, res);
       }
     }
   }

@@ -15,8 +15,9 @@ constexpr int kMaxCluster = 8;          // the portable cluster size limit
 constexpr int kMaxNonPortableCluster = 16;  // Hopper's limit, for kernels that opt in
 
 // Column tiles held in shared memory (softmax over a non-last dim, 2-D batch_norm): a block of
-// kTileThreads threads holds kTileWidthBytes-wide rows of adjacent columns for a run of the
-// reduced dim; a cluster of blocks covers the whole dim, so it is read once.
+// kTileThreads threads holds rows of adjacent columns, kTileWidthBytes wide (softmax: 32 columns
+// where that fits), for a run of the reduced dim; a cluster of blocks covers the whole dim, so
+// it is read once.
 constexpr int kTileThreads = 256;
 constexpr int kTileWidthBytes = 64;
 constexpr int64_t kTileBlockBytes = 64 << 10;  // shared memory a tile block aims for: 3 per SM
@@ -163,7 +164,8 @@ struct TilePlan {
   int64_t smem = 0;
 };
 
-// Clusters of at most max_cluster blocks (more than kMaxCluster: where the device allows).
+// Clusters of at most max_cluster blocks; when more than kMaxCluster do not fit (a device or a
+// MIG slice without GPCs of 16 free SMs), fewer and larger blocks are tried before one block.
 template <class Clustered, class Single>
 TilePlan plan_tiles(Clustered clustered, Single single, int64_t tiles, int64_t len,
                     int64_t row_bytes, const DeviceInfo& dev, cudaStream_t s,
@@ -177,6 +179,8 @@ TilePlan plan_tiles(Clustered clustered, Single single, int64_t tiles, int64_t l
       cluster_fits(clustered, tiles * blocks, kTileThreads, rows * row_bytes, blocks, dev, s)) {
     return TilePlan{blocks, rows, rows * row_bytes};
   }
+  if (max_cluster > kMaxCluster)
+    return plan_tiles(clustered, single, tiles, len, row_bytes, dev, s, kMaxCluster);
   // One block per tile, if the whole dim fits its shared memory.
   if (len * row_bytes <= dynamic_smem_limit(single, dev) && tiles <= INT32_MAX) {
     return TilePlan{1, len, len * row_bytes};

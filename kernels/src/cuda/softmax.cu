@@ -53,7 +53,8 @@ struct Operands {
 };
 
 // Running max and sum of exp(v - max) of some values. max becomes NaN once a NaN arrives; sum
-// stays 0 while every value is -inf. exp(v - max) / sum then gives the reference's NaNs.
+// stays 0 while every value is -inf. exp(v - max) / sum then gives the reference's NaNs. (The
+// column tiles fill theirs their own way, with the same results: see softmax_column_tiles.)
 struct Online {
   float max;
   float sum;
@@ -442,9 +443,10 @@ __global__ void softmax_short_columns(Operands<T> a, int64_t outer, int64_t len,
 // block of rank c among the blocks_per_tile blocks of a tile (a cluster when kCluster, else one
 // block; cluster_place) holds rows [c * rows_per_block, ...) of the dim. kLanes threads cover a
 // tile row, V columns each; a thread takes the rows slot, slot + kRowsPerStep, ... Its rows
-// arrive in kTileStages groups of asynchronous copies, and it takes the statistics of a group
-// while the later ones are still arriving. Each thread copies, and later reads, only its own
-// packs: the loads need no barrier.
+// arrive in kTileStages groups of asynchronous copies (single 2-byte elements are copied
+// through a register, at once), and it takes the statistics of a group while the later ones are
+// still arriving. Each thread copies, and later reads, only its own packs: the loads need no
+// barrier.
 template <class T, int V, int kWidthBytes, bool kBackward, bool kCluster>
 __global__ void __launch_bounds__(kTileThreads)
     softmax_column_tiles(Operands<T> a, int64_t len, int64_t inner, int64_t rows_per_block,
@@ -766,8 +768,8 @@ opforge_status launch_column_tiles(const char* op, const TilePlan& plan, const O
                       len, inner, plan.rows_per_block, plan.blocks);
 }
 
-// Tiles of 32 columns where a cluster holds one in blocks of at most kTileBlockBytes, else of
-// kTileWidthBytes; else the larger blocks that fit; else the passes that read twice. Why 32
+// Tiles of 32 columns where a block or a cluster holds one in blocks of at most
+// kTileBlockBytes, else of kTileWidthBytes; else the larger blocks that fit; else the passes that read twice. Why 32
 // columns: on an H100 a plain copy in 64-byte column tiles reaches 72-79% of the copy rate,
 // in 128-byte ones 87-88% (bench/column_tile_ceiling.cu).
 template <class T, int V, bool kBackward>
