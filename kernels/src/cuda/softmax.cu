@@ -39,6 +39,7 @@ constexpr int64_t kRowBlockBytes = 110 << 10;  // shared memory of a row block: 
 constexpr int kTwoPassThreads = 512;
 constexpr int64_t kShortColumn = 64;  // dims shorter than this: a thread per column
 constexpr int kTileStages = 4;        // groups of a column tile's rows in flight at once
+constexpr int kRowStages = 4;         // groups of a long row's packs, backward, likewise
 
 // The operands: in = x (forward) or y (backward), grad = dy (backward only), out = y or dx.
 // Rows: row r of operand k starts at r * k_outer. Columns: element (o, l, i) is at
@@ -312,26 +313,46 @@ __global__ void __launch_bounds__(kSmemRowThreads)
 
   S acc = empty_stat<kBackward>();
   if constexpr (kBackward) {
-    copy_to_smem_async<T, kSmemRowThreads>(in, n, s_in);
-    copy_to_smem_async<T, kSmemRowThreads>(grad, n, s_grad);
-    async_wait<0>();
-    __syncthreads();
     if (pad_in == pad_grad) {
-      // y's and dy's packs line up in shared memory (as they do for two rows of one shape):
-      // the dot a pack at a time, eight times fewer shared-memory reads than element by element.
+      // y's and dy's packs line up in shared memory (as they do for two rows of one shape), so
+      // each thread dots exactly the packs it copied, a pack at a time: a group of them as soon
+      // as it has arrived, with no barrier, while the later groups are still on their way.
       const int64_t head = std::min<int64_t>(head_of(in), n);
       const int64_t packs = (n - head) / N;
       const int64_t tail = head + packs * N;
       const int64_t t = threadIdx.x;
-      if (t < head) acc += to_f(s_in[t]) * to_f(s_grad[t]);
-      if (t < n - tail) acc += to_f(s_in[tail + t]) * to_f(s_grad[tail + t]);
-      for (int64_t k = t; k < packs; k += kSmemRowThreads) {
-        const P v = *reinterpret_cast<const P*>(s_in + head + k * N);
-        const P g = *reinterpret_cast<const P*>(s_grad + head + k * N);
+      const int64_t mine = t < packs ? ceil_div(packs - t, kSmemRowThreads) : 0;
+      auto pack = [&](int64_t q) { return head + (t + q * kSmemRowThreads) * N; };
 #pragma unroll
-        for (int j = 0; j < N; ++j) acc += to_f(v.v[j]) * to_f(g.v[j]);
+      for (int stage = 0; stage < kRowStages; ++stage) {
+        for (int64_t q = mine * stage / kRowStages; q < mine * (stage + 1) / kRowStages; ++q) {
+          copy_async<16>(s_in + pack(q), in + pack(q));
+          copy_async<16>(s_grad + pack(q), grad + pack(q));
+        }
+        async_commit();  // empty groups too: every thread waits on the same counts below
+      }
+      auto single = [&](int64_t i) {
+        s_in[i] = in[i];
+        s_grad[i] = grad[i];
+        acc += to_f(s_in[i]) * to_f(s_grad[i]);
+      };
+      if (t < head) single(t);  // fewer than N elements before the body, and after it
+      if (t < n - tail) single(tail + t);
+#pragma unroll
+      for (int stage = 0; stage < kRowStages; ++stage) {
+        async_wait_for<kRowStages - 1>(kRowStages - 1 - stage);
+        for (int64_t q = mine * stage / kRowStages; q < mine * (stage + 1) / kRowStages; ++q) {
+          const P v = *reinterpret_cast<const P*>(s_in + pack(q));
+          const P g = *reinterpret_cast<const P*>(s_grad + pack(q));
+#pragma unroll
+          for (int j = 0; j < N; ++j) acc += to_f(v.v[j]) * to_f(g.v[j]);
+        }
       }
     } else {
+      copy_to_smem_async<T, kSmemRowThreads>(in, n, s_in);
+      copy_to_smem_async<T, kSmemRowThreads>(grad, n, s_grad);
+      async_wait<0>();
+      __syncthreads();  // uniform: every thread of the block has the same pads
       for (int64_t i = threadIdx.x; i < n; i += kSmemRowThreads)
         acc += to_f(s_in[i]) * to_f(s_grad[i]);
     }
