@@ -61,6 +61,13 @@ def parse_yaml(path: Path, text: str, error: type[ConfigError] = ConfigError) ->
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if "nesting depth" in problem:
+            # libyaml from PyYAML 6.0.4 on has its own nesting limit (1000), which its scanner
+            # can reach while looking ahead, before _check_structure sees level 65.
+            raise error(
+                f"{path}: YAML nested deeper than {MAX_YAML_DEPTH} levels{where}",
+                hint="flatten the structure; no opforge file needs that depth",
+            ) from None
         raise error(
             f"{path}: not valid YAML{where}: {problem}", hint="fix the YAML syntax"
         ) from None
