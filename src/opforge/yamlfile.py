@@ -27,6 +27,13 @@ def _line(event: yaml.Event) -> str:
     return f" at line {mark.line + 1}" if mark is not None else ""
 
 
+def _too_deep(path: Path, where: str, error: type[ConfigError]) -> ConfigError:
+    return error(
+        f"{path}: YAML nested deeper than {MAX_YAML_DEPTH} levels{where}",
+        hint="flatten the structure; no opforge file needs that depth",
+    )
+
+
 def _check_structure(path: Path, text: str, error: type[ConfigError]) -> None:
     """Refuse anchors, aliases and deep nesting while only scanning events (nothing is built)."""
     depth = 0
@@ -39,10 +46,7 @@ def _check_structure(path: Path, text: str, error: type[ConfigError]) -> None:
         if isinstance(event, _OPENING):
             depth += 1
             if depth > MAX_YAML_DEPTH:
-                raise error(
-                    f"{path}: YAML nested deeper than {MAX_YAML_DEPTH} levels{_line(event)}",
-                    hint="flatten the structure; no opforge file needs that depth",
-                )
+                raise _too_deep(path, _line(event), error)
         elif isinstance(event, _CLOSING):
             depth -= 1
 
@@ -64,10 +68,7 @@ def parse_yaml(path: Path, text: str, error: type[ConfigError] = ConfigError) ->
         if "nesting depth" in problem:
             # libyaml from PyYAML 6.0.4 on has its own nesting limit (1000), which its scanner
             # can reach while looking ahead, before _check_structure sees level 65.
-            raise error(
-                f"{path}: YAML nested deeper than {MAX_YAML_DEPTH} levels{where}",
-                hint="flatten the structure; no opforge file needs that depth",
-            ) from None
+            raise _too_deep(path, where, error) from None
         raise error(
             f"{path}: not valid YAML{where}: {problem}", hint="fix the YAML syntax"
         ) from None
