@@ -362,6 +362,25 @@ def test_rebuild_says_which_input_changed(three_targets, monkeypatch, tmp_path):
     assert changed["libc"].endswith(" -> wrapped c++ 99); in a fresh build tree")
 
 
+def test_a_rebuild_within_a_second_of_the_last_still_installs(three_targets):
+    """CMake's install skips a file whose time is within a second of the installed copy's. Every
+    link of liba here gets one fixed time, as two builds within the same second would."""
+    project = three_targets
+    (project.root / "liba" / "CMakeLists.txt").write_text(
+        LIB_CMAKE.format(name="liba")
+        + "add_custom_command(TARGET liba POST_BUILD\n"
+        + "  COMMAND touch -d @1000000000 $<TARGET_FILE:liba>)\n"
+    )
+    installed = project.dist_dir / "cpu" / "lib" / "libliba.so"
+    assert _statuses(project, ["liba"]) == {"liba": "built"}
+    first = hash_file(installed)["sha256"]
+    (project.root / "liba" / "liba.cpp").write_text("int liba_value() { return 5; }\n")
+    assert _statuses(project, ["liba"]) == {"liba": "built"}
+    built = project.build_dir / "cpu" / "liba" / "libliba.so"
+    assert built.stat().st_mtime == 1000000000, "the fixed time stands for one second"
+    assert hash_file(installed)["sha256"] == hash_file(built)["sha256"] != first
+
+
 PY_CMAKE = """\
 cmake_minimum_required(VERSION 3.24)
 project(pyprobe NONE)

@@ -64,5 +64,12 @@ def cmake_steps(
             root,
         ),
         Step("build", (cmake, "--build", str(build_dir), "--parallel", str(jobs)), root),
-        Step("install", (cmake, "--install", str(build_dir)), root),
+        # CMake's install skips a file whose time is within a second of the installed copy's:
+        # a rebuild that soon after the last one would leave the old output in place.
+        Step(
+            "install",
+            (cmake, "--install", str(build_dir)),
+            root,
+            env={"CMAKE_INSTALL_ALWAYS": "1"},
+        ),
     ]

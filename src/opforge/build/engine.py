@@ -66,9 +66,8 @@ def _build_lock(*directories: Path):
 
 
 def _remove_installed(prefix: Path, outputs: dict[str, str]) -> None:
-    """Remove a target's recorded outputs from ``prefix`` before a build from scratch: CMake's
-    install skips a file whose time is within a second of the installed copy's, so a fresh
-    build could otherwise leave a stale output in place."""
+    """Remove a target's recorded outputs from ``prefix`` before a build from scratch, so an
+    output the fresh build no longer installs is not found, stale, and recorded as its own."""
     for key in outputs:
         relative = PurePosixPath(key)
         if key.startswith("wheel:") or relative.is_absolute() or ".." in relative.parts:
