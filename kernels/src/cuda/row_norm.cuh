@@ -105,6 +105,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   __shared__ float scratch[32];
   const int threads = blockDim.x, packs = n / V;
   const float inv_n = 1.0f / static_cast<float>(n);
+  wait_for_prior_grid();
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * n;
     float v[P][V];
@@ -178,6 +179,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     async_commit();  // an empty group past the last row keeps the wait count below uniform
   };
   int64_t row = blockIdx.x;
+  wait_for_prior_grid();
 #pragma unroll
   for (int s = 0; s < kFwdStages - 1; ++s) fetch(row + s * static_cast<int64_t>(gridDim.x), s);
   for (int i = 0; row < rows; row += gridDim.x, ++i) {
@@ -297,6 +299,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   float* mine = sums + threadIdx.x * kStride;
 #pragma unroll
   for (int s = 0; s < kSlots; ++s) mine[s] = 0.0f;
+  wait_for_prior_grid();
   // This row's x, dy and statistics, and the next row's, loaded while this one is worked on.
   Raw cx[P], cg[P], nx[P], ng[P];
   float cm = 0.0f, cr = 0.0f, nm = 0.0f, nr = 0.0f;
@@ -408,6 +411,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   const float inv_n = 1.0f / static_cast<float>(n);
   Raw* mine = reinterpret_cast<Raw*>(staged) + group * S * R * kRowPacks * threads + t;
   float w[P][V], acc[kParts][P][V];
+  wait_for_prior_grid();
 #pragma unroll
   for (int p = 0; p < P; ++p) {
     const int q = p * threads + t;
@@ -596,6 +600,7 @@ static __global__ void __launch_bounds__(1024)
   const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + tx;
   const float* p = part + static_cast<int64_t>(blockIdx.y) * blocks * n;
   float s = 0.0f;
+  wait_for_prior_grid();
   if (c < n) {
 #pragma unroll 4
     for (int64_t b = ty; b < blocks; b += 32) s += p[b * n + c];
@@ -685,15 +690,15 @@ opforge_status launch_forward(const char* op, const T* x, const W* weight, const
                               int device, cudaStream_t s) {
   constexpr int V = kVec<T>;
   const unsigned grid = grid_for(rows, 1);
+  DeviceInfo dev;
+  cudaError_t err = device_info(device, &dev);
+  if (err != cudaSuccess) return cuda_failure(op, "cudaDeviceGetAttribute", err);
   if (n % V == 0 && aligned16(x) && aligned16(y) && aligned16(weight) && aligned16(bias)) {
     if (const int threads = row_threads(n / V, fwd_packs<V>())) {
       // Rows of 2-byte types go through the stages. A float32 row in registers already keeps
       // twice the bytes in flight, and float32 stages would take the shared memory of blocks
       // that fit by registers (slower on an H100).
       if constexpr (sizeof(T) == 2) {
-        DeviceInfo dev;
-        cudaError_t err = device_info(device, &dev);
-        if (err != cudaSuccess) return cuda_failure(op, "cudaDeviceGetAttribute", err);
         const size_t smem = size_t{16} * kFwdStages * fwd_packs<V>() * threads;
         if (smem + sizeof(float) * 32 <= static_cast<size_t>(dev.smem_optin)) {
           auto kernel = forward_staged<T, W, B, kCentered>;
@@ -704,19 +709,19 @@ opforge_status launch_forward(const char* op, const T* x, const W* weight, const
           }
           if (err != cudaSuccess) return cuda_failure(op, "forward kernel set-up", err);
           const auto blocks = std::min<int64_t>(rows, int64_t{dev.sms} * std::max(per_sm, 1));
-          kernel<<<static_cast<unsigned>(blocks), threads, smem, s>>>(
-              x, weight, bias, y, mean, rstd, rows, static_cast<int>(n), eps);
-          return check_launch(op);
+          return launch_overlapped(op, dev, kernel, dim3(static_cast<unsigned>(blocks)),
+                                   dim3(threads), smem, s, x, weight, bias, y, mean, rstd, rows,
+                                   static_cast<int>(n), eps);
         }
       }
-      forward_rows<T, W, B, V, kCentered><<<grid, threads, 0, s>>>(
-          x, weight, bias, y, mean, rstd, rows, static_cast<int>(n), eps);
-      return check_launch(op);
+      return launch_overlapped(op, dev, forward_rows<T, W, B, V, kCentered>, dim3(grid),
+                               dim3(threads), 0, s, x, weight, bias, y, mean, rstd, rows,
+                               static_cast<int>(n), eps);
     }
   } else if (const int threads = row_threads(n, fwd_packs<1>())) {
-    forward_rows<T, W, B, 1, kCentered><<<grid, threads, 0, s>>>(x, weight, bias, y, mean, rstd,
-                                                                rows, static_cast<int>(n), eps);
-    return check_launch(op);
+    return launch_overlapped(op, dev, forward_rows<T, W, B, 1, kCentered>, dim3(grid),
+                             dim3(threads), 0, s, x, weight, bias, y, mean, rstd, rows,
+                             static_cast<int>(n), eps);
   }
   forward_long<T, W, B, kCentered><<<grid, kLongThreads, 0, s>>>(x, weight, bias, y, mean, rstd,
                                                                 rows, n, eps);
@@ -824,8 +829,11 @@ opforge_status launch_backward(const char* op, const T* dy, const T* x, const fl
                                int64_t{dev.sms} * std::max(per_sm, 1));
     err = scratch.alloc(kParts * blocks * n, &part);
     if (err != cudaSuccess) return cuda_failure(op, "cudaMallocAsync (partial sums)", err);
-    kernel<<<static_cast<unsigned>(blocks), groups * threads, smem, s>>>(
-        dy, x, mean, rstd, weight, dx, part, rows, static_cast<int>(n), threads);
+    const opforge_status launched =
+        launch_overlapped(op, dev, kernel, dim3(static_cast<unsigned>(blocks)),
+                          dim3(groups * threads), smem, s, dy, x, mean, rstd, weight, dx, part,
+                          rows, static_cast<int>(n), threads);
+    if (launched != OPFORGE_OK) return launched;
   } else if (rows > 0) {
     int per_sm = 0;
     err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, backward_long<T, W, kCentered>,
@@ -837,11 +845,11 @@ opforge_status launch_backward(const char* op, const T* dy, const T* x, const fl
     if (err != cudaSuccess) return cuda_failure(op, "cudaMallocAsync (partial sums)", err);
     backward_long<T, W, kCentered><<<static_cast<unsigned>(blocks), kLongThreads, 0, s>>>(
         dy, x, mean, rstd, weight, dx, part, rows, n);
+    if (const opforge_status launched = check_launch(op)) return launched;
   }
   // With no rows there are no partial sums: dweight and dbias become zeros.
-  column_sums<<<dim3(grid_for(n, 32), kParts), dim3(32, 32), 0, s>>>(part, blocks, n, dweight,
-                                                                     dbias);
-  return check_launch(op);
+  return launch_overlapped(op, dev, column_sums, dim3(grid_for(n, 32), kParts), dim3(32, 32), 0,
+                           s, static_cast<const float*>(part), blocks, n, dweight, dbias);
 }
 
 // dx, dweight and (centered) dbias from the forward's saved statistics.
