@@ -18,6 +18,8 @@ import itertools
 import numpy as np
 import pytest
 
+from opforge.kernels.abi import KDL_CUDA, Tensor
+
 # The references are PyTorch's own ops in float64; a kernels-only image (a matrix cell without a
 # framework) has no torch, and the numpy conformance table covers these ops there.
 torch = pytest.importorskip("torch", reason="these references need torch (not installed)")
@@ -219,6 +221,9 @@ def gpu_norm_specs(dtype: str) -> list[NormSpec]:
     return [
         NormSpec((64, 4096), 1, dtype),
         NormSpec((8, 8192), 1, dtype, weight="float32", bias="float32"),
+        # 2-byte types: two packs per backward thread, most threads' second one past the row;
+        # an odd number of rows for two rows per step
+        NormSpec((11, 4104), 1, dtype),
         NormSpec((3, 16384), 1, dtype),  # forward in registers, backward reads rows twice
         NormSpec((2, 40000), 1, dtype, weight="float32", bias=None),  # both read rows twice
         NormSpec((5, 8200), 1, dtype),  # packs, but more than the backward's registers hold
@@ -289,3 +294,59 @@ def test_runs_on_the_stream_it_is_given(gpu_library):
     for name, expected in case.expected.items():
         rtol, atol = tolerance(case.op, name, "float32", expected)
         assert_close(name, ours[name], expected, rtol, atol)
+
+
+def _desc(t: torch.Tensor) -> Tensor:
+    """The descriptor of a CUDA tensor with its own shape and strides."""
+    name = str(t.dtype).split(".")[-1]
+    return Tensor.from_pointer(t.data_ptr(), t.shape, t.stride(), name, KDL_CUDA, t.device.index)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_back_to_back_launches_see_each_others_writes(gpu_library, dtype):
+    """On an H100 each norm kernel is set up while the one before it drains: it must still read
+    what that one wrote, and not overwrite what that one still reads. Here each call's input is
+    the output of the call just before it, and the last one writes over the first one's input,
+    with no synchronisation in between."""
+    rows, n = 4096, 1024
+    dt = TORCH_DTYPES[dtype]
+    g = torch.Generator(device="cuda").manual_seed(7)
+    a = torch.randn(rows, n, device="cuda", dtype=dt, generator=g)
+    a0 = a.double().cpu()
+    w = torch.rand(n, device="cuda", dtype=dt, generator=g) + 0.5
+    bias = torch.randn(n, device="cuda", dtype=dt, generator=g)
+    b, c = torch.empty_like(a), torch.empty_like(a)
+    stats = [torch.empty(rows, device="cuda") for _ in range(5)]
+    common = {"normalized_shape": [n], "weight": _desc(w), "eps": 1e-5, "stream": stream()}
+    for _ in range(3):
+        gpu_library.call(
+            "layer_norm",
+            x=_desc(a),
+            bias=_desc(bias),
+            y=_desc(b),
+            mean=_desc(stats[0]),
+            rstd=_desc(stats[1]),
+            **common,
+        )
+        gpu_library.call("rms_norm", x=_desc(b), y=_desc(c), rstd=_desc(stats[2]), **common)
+        gpu_library.call(
+            "layer_norm",
+            x=_desc(c),
+            bias=_desc(bias),
+            y=_desc(a),
+            mean=_desc(stats[3]),
+            rstd=_desc(stats[4]),
+            **common,
+        )
+        torch.cuda.synchronize()
+        wd, bd = w.double().cpu(), bias.double().cpu()
+        steps = [
+            ("b", b, torch.nn.functional.layer_norm(a0, [n], wd, bd, 1e-5)),
+            ("c", c, torch.nn.functional.rms_norm(b.double().cpu(), [n], wd, 1e-5)),
+            ("a", a, torch.nn.functional.layer_norm(c.double().cpu(), [n], wd, bd, 1e-5)),
+        ]
+        for name, ours, ref in steps:
+            expected = ref.numpy()
+            rtol, atol = tolerance("layer_norm", "y", dtype, expected)
+            assert_close(f"{name}[{dtype}]", ours.double().cpu().numpy(), expected, rtol, atol)
+        a0 = a.double().cpu()

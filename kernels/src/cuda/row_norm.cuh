@@ -13,9 +13,12 @@
 // Backward: a block holds up to kMaxGroups row groups of G threads; each group walks rows on its
 // own (its own named barrier) with the next rows' x and dy on their way into shared memory
 // (cp.async stages) while it works on the current one, writes dx, and adds dy * xhat (and dy)
-// into sums of its columns kept in registers: a thread owns the same columns in every row. A
-// group that is a whole block, alone on its SM, takes two rows per step and reduces them
-// together. The grid is as many blocks as fit on the device at once; at the end each block
+// into sums of its columns kept in registers: a thread owns the same columns in every row. Rows
+// of 2-byte types that one pack per thread would spread over a whole block of 1024 threads take
+// 512 threads of two packs each instead: a block alone on its SM, whose threads may then hold
+// 128 registers (the sums of two packs, unspilled), taking two rows per step and reducing them
+// together. That halves the per-step overhead per element (on an H100 the 1024-thread block was
+// bound by instruction issue, not memory). The grid is as many blocks as fit on the device at once; at the end each block
 // writes one row of partial column sums, and `column_sums` adds the blocks' rows per column in a
 // fixed order: dweight and dbias are deterministic, with no atomics. Rows of single elements,
 // and GPUs with less shared memory than the stages need, keep the next row in registers instead
@@ -387,20 +390,21 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
-// Backward of rows of 16-byte packs: row groups as in backward_rows, but a group takes R
-// consecutive rows at a time, with one reduction for the R of them (more work between the
+// Backward of rows of 16-byte packs, P per thread: row groups as in backward_rows, but a group
+// takes R consecutive rows at a time, with one reduction for the R of them (more work between the
 // group's barriers), and the next S - 1 such steps of x and dy are on their way into shared
 // memory (each thread copies and reads only its own packs) while the group works on the
 // current one. Each thread keeps its columns' sums in registers, and its weights, both the same
 // for every row; at the end the stages' memory holds every thread's sums, slot by slot, for
 // group 0 to add up.
-template <class T, class W, bool kCentered, int R, int S>
-__global__ void __launch_bounds__(kMaxThreads)
+template <class T, class W, bool kCentered, int R, int S, int P = bwd_packs<kVec<T>>(),
+          int kBlockThreads = kMaxThreads>
+__global__ void __launch_bounds__(kBlockThreads)
     backward_staged(const T* __restrict__ dy, const T* __restrict__ x,
                     const float* __restrict__ mean, const float* __restrict__ rstd,
                     const W* __restrict__ weight, T* __restrict__ dx, float* __restrict__ part,
                     int64_t rows, int n, int threads) {
-  constexpr int V = kVec<T>, P = bwd_packs<V>();
+  constexpr int V = kVec<T>;
   constexpr int kParts = kCentered ? 2 : 1;
   constexpr int kRowPacks = 2 * P;  // x then dy, per thread
   using Raw = Pack<T, V>;
@@ -784,7 +788,7 @@ opforge_status launch_backward(const char* op, const T* dy, const T* x, const fl
   constexpr int kParts = kCentered ? 2 : 1;
   const bool vector =
       n % V == 0 && aligned16(dy) && aligned16(x) && aligned16(dx) && aligned16(weight);
-  const int threads = vector ? row_threads(n / V, bwd_packs<V>()) : row_threads(n, bwd_packs<1>());
+  int threads = vector ? row_threads(n / V, bwd_packs<V>()) : row_threads(n, bwd_packs<1>());
   const int elems = vector ? kBwdElems : bwd_packs<1>();  // per thread
   DeviceInfo dev;
   cudaError_t err = device_info(device, &dev);
@@ -793,13 +797,14 @@ opforge_status launch_backward(const char* op, const T* dy, const T* x, const fl
   float* part = nullptr;
   if (rows > 0 && threads > 0) {
     const int groups = std::min(kMaxGroups, kMaxThreads / threads);
-    // backward_staged: with two rows per step (two steps staged) where a row group is the
-    // whole block, alone on its SM, which would otherwise idle through each row's reduction,
-    // and where that fits in shared memory (2-byte types: float32 rows of a whole block would
-    // take 256 KB); else one row per step, three staged; else (less shared memory than an
+    // backward_staged: where a row group would be a whole block of 1024 threads (2-byte types:
+    // float32 rows that long would take 256 KB of stages), 512 threads of two packs, two rows
+    // per step (two steps staged), alone on the SM, which would otherwise idle through each
+    // row's reduction; else one row per step, three staged; else (less shared memory than an
     // H100's) backward_rows.
+    int packs = bwd_packs<V>();  // per thread, of x and of dy
     auto stages = [&](int per_step, int steps) {
-      return size_t{32} * bwd_packs<V>() * groups * threads * per_step * steps;
+      return size_t{32} * packs * groups * threads * per_step * steps;
     };
     auto fits = [&](int per_step, int steps) {
       return vector && stages(per_step, steps) + sizeof(float) * kMaxGroups * 64 * per_step <=
@@ -809,10 +814,18 @@ opforge_status launch_backward(const char* op, const T* dy, const T* x, const fl
     size_t smem = sizeof(float) * groups * threads * (kParts * elems + 1);
     int per_step = 1;
     if constexpr (sizeof(T) == 2) {
-      if (groups == 1 && fits(2, 2)) {
-        kernel = backward_staged<T, W, kCentered, 2, 2>;
-        smem = stages(2, 2);
-        per_step = 2;
+      constexpr int kWidePacks = 2 * bwd_packs<V>();
+      if (vector && groups == 1) {
+        threads = kMaxThreads / 2;
+        packs = kWidePacks;
+        if (fits(2, 2)) {
+          kernel = backward_staged<T, W, kCentered, 2, 2, kWidePacks, kMaxThreads / 2>;
+          smem = stages(2, 2);
+          per_step = 2;
+        } else {
+          threads = kMaxThreads;
+          packs = bwd_packs<V>();
+        }
       }
     }
     if (per_step == 1 && fits(1, 3)) {
