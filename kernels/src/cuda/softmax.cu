@@ -40,6 +40,7 @@ constexpr int kTwoPassThreads = 512;
 constexpr int64_t kShortColumn = 64;  // dims shorter than this: a thread per column
 constexpr int kTileStages = 4;        // groups of a column tile's rows in flight at once
 constexpr int kRowStages = 4;         // groups of a long row's packs, backward, likewise
+constexpr int kRowsAtOnce = 4;        // rows of a column tile a thread takes the max of at once
 
 // The operands: in = x (forward) or y (backward), grad = dy (backward only), out = y or dx.
 // Rows: row r of operand k starts at r * k_outer. Columns: element (o, l, i) is at
@@ -526,8 +527,43 @@ __global__ void __launch_bounds__(kTileThreads)
 #pragma unroll
   for (int stage = 0; stage < kTileStages; ++stage) {
     async_wait_for<kTileStages - 1>(kTileStages - 1 - stage);
+    int64_t k = mine * stage / kTileStages;
+    const int64_t stage_end = mine * (stage + 1) / kTileStages;
+    if constexpr (!kBackward) {
+      // kRowsAtOnce rows a step: one comparison with the running max and one dependent add per
+      // column for all of them, not one per row (the loop-carried chain bounds this loop).
+      for (; k + kRowsAtOnce <= stage_end; k += kRowsAtOnce) {
+        P v[kRowsAtOnce];
+#pragma unroll
+        for (int r = 0; r < kRowsAtOnce; ++r)
+          v[r] = *reinterpret_cast<const P*>(s_in + row(k + r) * W + cw);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          float f[kRowsAtOnce];
+          float m = -FLT_MAX;
+#pragma unroll
+          for (int r = 0; r < kRowsAtOnce; ++r) {
+            f[r] = to_f(v[r].v[j]);
+            m = fmaxf(m, f[r]);  // a NaN is passed over here, and makes the sum NaN below
+          }
+          if (m > st[j].max) {
+            st[j].sum *= __expf(st[j].max - m);
+            st[j].max = m;
+          }
+          float e[kRowsAtOnce];
+#pragma unroll
+          for (int r = 0; r < kRowsAtOnce; ++r) e[r] = __expf(f[r] - st[j].max);
+#pragma unroll
+          for (int w = kRowsAtOnce / 2; w > 0; w /= 2) {
+#pragma unroll
+            for (int r = 0; r < w; ++r) e[r] += e[r + w];
+          }
+          st[j].sum += e[0];
+        }
+      }
+    }
 #pragma unroll 4
-    for (int64_t k = mine * stage / kTileStages; k < mine * (stage + 1) / kTileStages; ++k) {
+    for (; k < stage_end; ++k) {
       const P v = *reinterpret_cast<const P*>(s_in + row(k) * W + cw);
       if constexpr (kBackward) {
         const P g = *reinterpret_cast<const P*>(s_grad + row(k) * W + cw);
