@@ -349,6 +349,7 @@ def run(lib: KernelLibrary, quick: bool) -> dict:
     bench.argmax("argmax whole tensor (one row)", randn((1 << 28) // q), None)
     bench.softmax("softmax dim 0", randn(8192 // q, 8192), 0)
     bench.softmax("softmax dim 0 backward", randn(8192 // q, 8192), 0, backward=True)
+    bench.softmax("softmax dim 0", randn(8192 // q, 8192, dtype=torch.bfloat16), 0)
     bench.batch_norm("batch_norm 2-D", (4096 // q, 16384), "float32")
     bench.batch_norm("batch_norm NxCxL", (4096 // q, 512, 16), "float32")
     print("cases that were already good:")
