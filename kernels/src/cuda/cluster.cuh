@@ -142,7 +142,9 @@ opforge_status launch_cluster(const char* op, Kernel kernel, int64_t grid, int t
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = cluster_config(kernel, grid, threads, smem, cluster, s, &attr);
   const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
-  return e == cudaSuccess ? OPFORGE_OK : cuda_failure(op, "cluster launch", e);
+  if (e == cudaSuccess) return OPFORGE_OK;
+  cudaGetLastError();  // reported here, not again by the next op's launch check
+  return cuda_failure(op, "cluster launch", e);
 }
 
 // Launches `kernel` with `smem` bytes of dynamic shared memory per block (at most its limit).

@@ -199,6 +199,9 @@ inline cudaError_t device_info(int device, DeviceInfo* out) {
 // it, which hides most of the gap between them (about 2 us on an H100). Such a kernel must call
 // `wait_for_prior_grid` before its first access to global memory: that returns once the kernel
 // before it has completed and its writes are visible. Launched plainly, the wait does nothing.
+// The wait exists only in code generated for compute capability 9.0 on: a build without sm_90
+// (OPFORGE_CUDA_HAS_SM90, set by CMake) would run Hopper from older PTX, without it, so there
+// every kernel is launched plainly.
 __device__ __forceinline__ void wait_for_prior_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -217,9 +220,15 @@ opforge_status launch_overlapped(const char* op, const DeviceInfo& dev, Kernel k
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
+#ifdef OPFORGE_CUDA_HAS_SM90
   cfg.numAttrs = dev.major >= 9 ? 1 : 0;
+#else
+  cfg.numAttrs = 0;
+#endif
   const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
-  return e == cudaSuccess ? OPFORGE_OK : cuda_failure(op, "kernel launch", e);
+  if (e == cudaSuccess) return OPFORGE_OK;
+  cudaGetLastError();  // reported here, not again by the next op's launch check
+  return cuda_failure(op, "kernel launch", e);
 }
 
 // Stream-ordered device scratch memory, released on the stream when this goes out of scope (so

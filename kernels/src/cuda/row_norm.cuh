@@ -15,11 +15,12 @@
 // (cp.async stages) while it works on the current one, writes dx, and adds dy * xhat (and dy)
 // into sums of its columns kept in registers: a thread owns the same columns in every row. Rows
 // of 2-byte types that one pack per thread would spread over a whole block of 1024 threads take
-// 512 threads of two packs each instead: a block alone on its SM, whose threads may then hold
-// 128 registers (the sums of two packs, unspilled), taking two rows per step and reducing them
-// together. That halves the per-step overhead per element (on an H100 the 1024-thread block was
-// bound by instruction issue, not memory). The grid is as many blocks as fit on the device at once; at the end each block
-// writes one row of partial column sums, and `column_sums` adds the blocks' rows per column in a
+// 512 threads of two packs each instead, where the shared memory holds their stages (an A100's
+// or an H100's does): a block alone on its SM, whose threads may then hold 128 registers (the
+// sums of two packs, unspilled), taking two rows per step and reducing them together. That
+// halves the per-step overhead per element (on an H100 the 1024-thread block was bound by
+// instruction issue, not memory). The grid is as many blocks as fit on the device at once; at
+// the end each block writes one row of partial column sums, and `column_sums` adds the blocks' rows per column in a
 // fixed order: dweight and dbias are deterministic, with no atomics. Rows of single elements,
 // and GPUs with less shared memory than the stages need, keep the next row in registers instead
 // and the sums in shared memory (backward_rows).
