@@ -42,6 +42,7 @@ from tests.kernels.new_ops_support import (  # noqa: E402
     make_output,
     random_values,
     ref_layer_norm,
+    ref_layer_norm_backward,
 )
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
@@ -305,48 +306,72 @@ def _desc(t: torch.Tensor) -> Tensor:
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_back_to_back_launches_see_each_others_writes(gpu_library, dtype):
     """On an H100 each norm kernel is set up while the one before it drains: it must still read
-    what that one wrote, and not overwrite what that one still reads. Here each call's input is
-    the output of the call just before it, and the last one writes over the first one's input,
-    with no synchronisation in between."""
-    rows, n = 4096, 1024
+    what that one wrote, and not overwrite what that one still reads. Each call here reads what
+    the call just before it wrote and writes over what that call read, with no synchronisation
+    in between; the last is a backward reading the statistics written just before it."""
+    rows, n, eps = 4096, 1024, 1e-5
     dt = TORCH_DTYPES[dtype]
     g = torch.Generator(device="cuda").manual_seed(7)
     a = torch.randn(rows, n, device="cuda", dtype=dt, generator=g)
-    a0 = a.double().cpu()
     w = torch.rand(n, device="cuda", dtype=dt, generator=g) + 0.5
     bias = torch.randn(n, device="cuda", dtype=dt, generator=g)
-    b, c = torch.empty_like(a), torch.empty_like(a)
-    stats = [torch.empty(rows, device="cuda") for _ in range(5)]
-    common = {"normalized_shape": [n], "weight": _desc(w), "eps": 1e-5, "stream": stream()}
+    b, dx = torch.empty_like(a), torch.empty_like(a)
+    mean1, rstd1, rstd2, mean3, rstd3, dw, db = (
+        torch.empty(k, device="cuda") for k in [rows] * 5 + [n] * 2
+    )
+    wd, bd = w.double().cpu().numpy(), bias.double().cpu().numpy()
+    common = {"normalized_shape": [n], "stream": stream()}
+    layer_norm = {**common, "eps": eps, "weight": _desc(w), "bias": _desc(bias)}
+
+    def expect(name: str, op: str, ours: torch.Tensor, expected: np.ndarray) -> None:
+        rtol, atol = tolerance(op, name, str(ours.dtype).split(".")[-1], expected)
+        assert_close(f"{op}.{name}[{dtype}]", ours.double().cpu().numpy(), expected, rtol, atol)
+
     for _ in range(3):
+        before = a.double().cpu().numpy()
         gpu_library.call(
-            "layer_norm",
-            x=_desc(a),
-            bias=_desc(bias),
-            y=_desc(b),
-            mean=_desc(stats[0]),
-            rstd=_desc(stats[1]),
+            "layer_norm", x=_desc(a), y=_desc(b), mean=_desc(mean1), rstd=_desc(rstd1), **layer_norm
+        )
+        gpu_library.call(
+            "rms_norm",
+            x=_desc(b),
+            weight=_desc(w),
+            eps=eps,
+            y=_desc(a),
+            rstd=_desc(rstd2),
             **common,
         )
-        gpu_library.call("rms_norm", x=_desc(b), y=_desc(c), rstd=_desc(stats[2]), **common)
         gpu_library.call(
-            "layer_norm",
-            x=_desc(c),
-            bias=_desc(bias),
-            y=_desc(a),
-            mean=_desc(stats[3]),
-            rstd=_desc(stats[4]),
+            "layer_norm", x=_desc(a), y=_desc(b), mean=_desc(mean3), rstd=_desc(rstd3), **layer_norm
+        )
+        gpu_library.call(
+            "layer_norm_backward",
+            dy=_desc(b),
+            x=_desc(a),
+            mean=_desc(mean3),
+            rstd=_desc(rstd3),
+            weight=_desc(w),
+            dx=_desc(dx),
+            dweight=_desc(dw),
+            dbias=_desc(db),
             **common,
         )
         torch.cuda.synchronize()
-        wd, bd = w.double().cpu(), bias.double().cpu()
-        steps = [
-            ("b", b, torch.nn.functional.layer_norm(a0, [n], wd, bd, 1e-5)),
-            ("c", c, torch.nn.functional.rms_norm(b.double().cpu(), [n], wd, 1e-5)),
-            ("a", a, torch.nn.functional.layer_norm(c.double().cpu(), [n], wd, bd, 1e-5)),
-        ]
-        for name, ours, ref in steps:
-            expected = ref.numpy()
-            rtol, atol = tolerance("layer_norm", "y", dtype, expected)
-            assert_close(f"{name}[{dtype}]", ours.double().cpu().numpy(), expected, rtol, atol)
-        a0 = a.double().cpu()
+        # The first call's output is overwritten by the third's: its reference, rounded as ours.
+        first = ref_layer_norm(before, [n], wd, bd, eps)["y"]
+        first = torch.from_numpy(first).to(dt).double()
+        rms = torch.nn.functional.rms_norm(first, [n], torch.from_numpy(wd), eps).numpy()
+        expect("y", "rms_norm", a, rms)
+        third = ref_layer_norm(a.double().cpu().numpy(), [n], wd, bd, eps)
+        for name, ours in (("y", b), ("mean", mean3), ("rstd", rstd3)):
+            expect(name, "layer_norm", ours, third[name])
+        backward = ref_layer_norm_backward(
+            b.double().cpu().numpy(),
+            a.double().cpu().numpy(),
+            [n],
+            mean3.double().cpu().numpy(),
+            rstd3.double().cpu().numpy(),
+            wd,
+        )
+        for name, ours in (("dx", dx), ("dweight", dw), ("dbias", db)):
+            expect(name, "layer_norm_backward", ours, backward[name])
