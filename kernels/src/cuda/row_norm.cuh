@@ -398,8 +398,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 // current one. Each thread keeps its columns' sums in registers, and its weights, both the same
 // for every row; at the end the stages' memory holds every thread's sums, slot by slot, for
 // group 0 to add up.
-template <class T, class W, bool kCentered, int R, int S, int P = bwd_packs<kVec<T>>(),
-          int kBlockThreads = kMaxThreads>
+template <class T, class W, bool kCentered, int R, int S, int P, int kBlockThreads>
 __global__ void __launch_bounds__(kBlockThreads)
     backward_staged(const T* __restrict__ dy, const T* __restrict__ x,
                     const float* __restrict__ mean, const float* __restrict__ rstd,
@@ -830,7 +829,7 @@ opforge_status launch_backward(const char* op, const T* dy, const T* x, const fl
       }
     }
     if (per_step == 1 && fits(1, 3)) {
-      kernel = backward_staged<T, W, kCentered, 1, 3>;
+      kernel = backward_staged<T, W, kCentered, 1, 3, bwd_packs<V>(), kMaxThreads>;
       smem = stages(1, 3);
     }
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
