@@ -18,8 +18,6 @@ import itertools
 import numpy as np
 import pytest
 
-from opforge.kernels.abi import KDL_CUDA, Tensor
-
 # The references are PyTorch's own ops in float64; a kernels-only image (a matrix cell without a
 # framework) has no torch, and the numpy conformance table covers these ops there.
 torch = pytest.importorskip("torch", reason="these references need torch (not installed)")
@@ -44,6 +42,7 @@ from tests.kernels.new_ops_support import (  # noqa: E402
     ref_layer_norm,
     ref_layer_norm_backward,
 )
+from tests.kernels.test_cuda_paths import desc  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -297,12 +296,6 @@ def test_runs_on_the_stream_it_is_given(gpu_library):
         assert_close(name, ours[name], expected, rtol, atol)
 
 
-def _desc(t: torch.Tensor) -> Tensor:
-    """The descriptor of a CUDA tensor with its own shape and strides."""
-    name = str(t.dtype).split(".")[-1]
-    return Tensor.from_pointer(t.data_ptr(), t.shape, t.stride(), name, KDL_CUDA, t.device.index)
-
-
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_back_to_back_launches_see_each_others_writes(gpu_library, dtype):
     """On an H100 each norm kernel is set up while the one before it drains: it must still read
@@ -321,7 +314,19 @@ def test_back_to_back_launches_see_each_others_writes(gpu_library, dtype):
     )
     wd, bd = w.double().cpu().numpy(), bias.double().cpu().numpy()
     common = {"normalized_shape": [n], "stream": stream()}
-    layer_norm = {**common, "eps": eps, "weight": _desc(w), "bias": _desc(bias)}
+
+    def layer_norm(x, y, mean, rstd) -> None:
+        gpu_library.call(
+            "layer_norm",
+            x=desc(x),
+            weight=desc(w),
+            bias=desc(bias),
+            eps=eps,
+            y=desc(y),
+            mean=desc(mean),
+            rstd=desc(rstd),
+            **common,
+        )
 
     def expect(name: str, op: str, ours: torch.Tensor, expected: np.ndarray) -> None:
         rtol, atol = tolerance(op, name, str(ours.dtype).split(".")[-1], expected)
@@ -329,31 +334,27 @@ def test_back_to_back_launches_see_each_others_writes(gpu_library, dtype):
 
     for _ in range(3):
         before = a.double().cpu().numpy()
-        gpu_library.call(
-            "layer_norm", x=_desc(a), y=_desc(b), mean=_desc(mean1), rstd=_desc(rstd1), **layer_norm
-        )
+        layer_norm(a, b, mean1, rstd1)
         gpu_library.call(
             "rms_norm",
-            x=_desc(b),
-            weight=_desc(w),
+            x=desc(b),
+            weight=desc(w),
             eps=eps,
-            y=_desc(a),
-            rstd=_desc(rstd2),
+            y=desc(a),
+            rstd=desc(rstd2),
             **common,
         )
-        gpu_library.call(
-            "layer_norm", x=_desc(a), y=_desc(b), mean=_desc(mean3), rstd=_desc(rstd3), **layer_norm
-        )
+        layer_norm(a, b, mean3, rstd3)
         gpu_library.call(
             "layer_norm_backward",
-            dy=_desc(b),
-            x=_desc(a),
-            mean=_desc(mean3),
-            rstd=_desc(rstd3),
-            weight=_desc(w),
-            dx=_desc(dx),
-            dweight=_desc(dw),
-            dbias=_desc(db),
+            dy=desc(b),
+            x=desc(a),
+            mean=desc(mean3),
+            rstd=desc(rstd3),
+            weight=desc(w),
+            dx=desc(dx),
+            dweight=desc(dw),
+            dbias=desc(db),
             **common,
         )
         torch.cuda.synchronize()

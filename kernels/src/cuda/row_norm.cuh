@@ -20,10 +20,10 @@
 // sums of two packs, unspilled), taking two rows per step and reducing them together. That
 // halves the per-step overhead per element (on an H100 the 1024-thread block was bound by
 // instruction issue, not memory). The grid is as many blocks as fit on the device at once; at
-// the end each block writes one row of partial column sums, and `column_sums` adds the blocks' rows per column in a
-// fixed order: dweight and dbias are deterministic, with no atomics. Rows of single elements,
-// and GPUs with less shared memory than the stages need, keep the next row in registers instead
-// and the sums in shared memory (backward_rows).
+// the end each block writes one row of partial column sums, and `column_sums` adds the blocks'
+// rows per column in a fixed order: dweight and dbias are deterministic, with no atomics. Rows
+// of single elements, and GPUs with less shared memory than the stages need, keep the next row
+// in registers instead and the sums in shared memory (backward_rows).
 //
 // Rows longer than the registers hold take the same steps reading rows from memory again, with
 // the partial sums kept in the workspace.

@@ -826,9 +826,11 @@ opforge_status launch_column_tiles(const char* op, const TilePlan& plan, const O
 }
 
 // Tiles of 32 columns where a block or a cluster holds one in blocks of at most
-// kTileBlockBytes, else of kTileWidthBytes; else the larger blocks that fit; else the passes that read twice. Why 32
-// columns: on an H100 a plain copy in 64-byte column tiles reaches 72-79% of the copy rate,
-// in 128-byte ones 87-88% (bench/column_tile_ceiling.cu).
+// kTileBlockBytes, else of kTileWidthBytes; else the larger blocks that fit; else the passes that
+// read twice. Why 32 columns: on an H100 a plain copy in 64-byte column tiles reaches 72-79% of
+// the copy rate, in 128-byte ones 87-88% (bench/column_tile_ceiling.cu). 2-byte types keep
+// 64-byte tiles: their statistics pass bounds them, and 128-byte ones measured slower
+// (bench/results/kernel-variants-*-2026-11-24.txt).
 template <class T, int V, bool kBackward>
 opforge_status softmax_columns_v(const char* op, const Operands<T>& a, int64_t outer, int64_t len,
                                  int64_t inner, const DeviceInfo& dev, Scratch& scratch,
