@@ -131,6 +131,17 @@ CONFORMANCE = [
     case("softmax", (8192, 96), "float32", values="masked", dim=0),
     # backward: 64-byte tiles (float32: 128-byte ones would take 128 KB blocks)
     *[case("softmax_backward", (8192, 96), d, dim=0) for d in ("float32", "bfloat16")],
+    # more tiles than an H100 runs clusters at once (21 of 16 blocks, 45 of 8): several waves of
+    # clusters; partial last tiles, unaligned columns, NaN or all -inf columns in one tile
+    # only, tiles across outer indices
+    *[case("softmax", (8192, n), d, dim=0) for d, n in (("float32", 1400), ("bfloat16", 1500))],
+    case("softmax", (8192, 1401), "float32", values="nan", dim=0),
+    case("softmax", (8192, 1499), "bfloat16", values="all_neg_inf", dim=0),
+    *[
+        case("softmax_backward", (8192, n), d, dim=0)
+        for d, n in (("float32", 700), ("bfloat16", 1500))
+    ],
+    case("softmax", (3, 4096, 700), "float32", dim=1),
     # 64-byte tiles over a cluster of 16 blocks of 160 KB
     *[case("softmax", (40000, 48), d, dim=0) for d in ("float32", "bfloat16")],
     case("softmax", (40000, 20), "float32", values="nan", dim=0),
