@@ -790,6 +790,59 @@ opforge_status norm_forward(const char* op, const Tensor& x, size_t k, const Ten
   return launched != OPFORGE_OK ? launched : dense.finish();
 }
 
+// How the backward of rows of n elements (packs of kVec<T> when `vector`) runs: which kernel,
+// with row groups of `threads` threads, `groups` of them per block, `smem` bytes of dynamic
+// shared memory and `per_step` rows per group step; no kernel when a block cannot hold the row
+// (backward_long reads it twice instead).
+template <class T, class W>
+struct BackwardPlan {
+  void (*kernel)(const T*, const T*, const float*, const float*, const W*, T*, float*, int64_t,
+                 int, int) = nullptr;
+  int threads = 0;
+  int groups = 0;
+  size_t smem = 0;
+  int per_step = 1;
+};
+
+// backward_staged: where a row group would be a whole block of 1024 threads (2-byte types:
+// float32 rows that long would take 256 KB of stages), 512 threads of two packs, two rows per
+// step (two steps staged), alone on the SM, which would otherwise idle through each row's
+// reduction; else one row per step, three staged; else (less shared memory than an H100's)
+// backward_rows.
+template <class T, class W, bool kCentered>
+BackwardPlan<T, W> plan_backward(bool vector, int64_t n, const DeviceInfo& dev) {
+  constexpr int V = kVec<T>;
+  constexpr int kParts = kCentered ? 2 : 1;
+  const int threads = vector ? row_threads(n / V, bwd_packs<V>()) : row_threads(n, bwd_packs<1>());
+  if (threads == 0) return {};
+  const int groups = std::min(kMaxGroups, kMaxThreads / threads);
+  // Stages of x and dy for `steps` steps of `per_step` rows, `packs` packs per thread.
+  auto stages = [&](int group_threads, int packs, int per_step, int steps) {
+    return size_t{32} * packs * groups * group_threads * per_step * steps;
+  };
+  auto fits = [&](size_t staged, int per_step) {
+    return vector && staged + sizeof(float) * kMaxGroups * 64 * per_step <=
+                         static_cast<size_t>(dev.smem_optin);
+  };
+  if constexpr (sizeof(T) == 2) {
+    constexpr int kWidePacks = 2 * bwd_packs<V>();
+    constexpr int kWideThreads = kMaxThreads / 2;
+    const size_t wide = stages(kWideThreads, kWidePacks, 2, 2);
+    if (groups == 1 && fits(wide, 2)) {
+      return {backward_staged<T, W, kCentered, 2, 2, kWidePacks, kWideThreads>, kWideThreads, 1,
+              wide, 2};
+    }
+  }
+  const size_t three = stages(threads, bwd_packs<V>(), 1, 3);
+  if (fits(three, 1)) {
+    return {backward_staged<T, W, kCentered, 1, 3, bwd_packs<V>(), kMaxThreads>, threads, groups,
+            three, 1};
+  }
+  const int elems = vector ? kBwdElems : bwd_packs<1>();  // per thread
+  return {vector ? backward_rows<T, W, V, kCentered> : backward_rows<T, W, 1, kCentered>, threads,
+          groups, sizeof(float) * groups * threads * (kParts * elems + 1), 1};
+}
+
 // Launches the backward kernels: dx, then the kParts rows of column sums (dweight[, dbias]).
 template <class T, class W, bool kCentered>
 opforge_status launch_backward(const char* op, const T* dy, const T* x, const float* mean,
@@ -800,64 +853,29 @@ opforge_status launch_backward(const char* op, const T* dy, const T* x, const fl
   constexpr int kParts = kCentered ? 2 : 1;
   const bool vector =
       n % V == 0 && aligned16(dy) && aligned16(x) && aligned16(dx) && aligned16(weight);
-  int threads = vector ? row_threads(n / V, bwd_packs<V>()) : row_threads(n, bwd_packs<1>());
-  const int elems = vector ? kBwdElems : bwd_packs<1>();  // per thread
   DeviceInfo dev;
   cudaError_t err = device_info(device, &dev);
   if (err != cudaSuccess) return cuda_failure(op, "cudaDeviceGetAttribute", err);
+  const BackwardPlan<T, W> plan = plan_backward<T, W, kCentered>(vector, n, dev);
   int64_t blocks = 0;
   float* part = nullptr;
-  if (rows > 0 && threads > 0) {
-    const int groups = std::min(kMaxGroups, kMaxThreads / threads);
-    // backward_staged: where a row group would be a whole block of 1024 threads (2-byte types:
-    // float32 rows that long would take 256 KB of stages), 512 threads of two packs, two rows
-    // per step (two steps staged), alone on the SM, which would otherwise idle through each
-    // row's reduction; else one row per step, three staged; else (less shared memory than an
-    // H100's) backward_rows.
-    int packs = bwd_packs<V>();  // per thread, of x and of dy
-    auto stages = [&](int per_step, int steps) {
-      return size_t{32} * packs * groups * threads * per_step * steps;
-    };
-    auto fits = [&](int per_step, int steps) {
-      return vector && stages(per_step, steps) + sizeof(float) * kMaxGroups * 64 * per_step <=
-                           static_cast<size_t>(dev.smem_optin);
-    };
-    auto kernel = vector ? backward_rows<T, W, V, kCentered> : backward_rows<T, W, 1, kCentered>;
-    size_t smem = sizeof(float) * groups * threads * (kParts * elems + 1);
-    int per_step = 1;
-    if constexpr (sizeof(T) == 2) {
-      constexpr int kWidePacks = 2 * bwd_packs<V>();
-      if (vector && groups == 1) {
-        threads = kMaxThreads / 2;
-        packs = kWidePacks;
-        if (fits(2, 2)) {
-          kernel = backward_staged<T, W, kCentered, 2, 2, kWidePacks, kMaxThreads / 2>;
-          smem = stages(2, 2);
-          per_step = 2;
-        } else {
-          threads = kMaxThreads;
-          packs = bwd_packs<V>();
-        }
-      }
-    }
-    if (per_step == 1 && fits(1, 3)) {
-      kernel = backward_staged<T, W, kCentered, 1, 3, bwd_packs<V>(), kMaxThreads>;
-      smem = stages(1, 3);
-    }
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (rows > 0 && plan.kernel != nullptr) {
+    const int block = plan.groups * plan.threads;
+    err = cudaFuncSetAttribute(plan.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               plan.smem);
     int per_sm = 0;
     if (err == cudaSuccess) {
-      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, groups * threads, smem);
+      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, plan.kernel, block, plan.smem);
     }
     if (err != cudaSuccess) return cuda_failure(op, "backward kernel set-up", err);
-    blocks = std::min<int64_t>(ceil_div(rows, groups * per_step),
+    blocks = std::min<int64_t>(ceil_div(rows, plan.groups * plan.per_step),
                                int64_t{dev.sms} * std::max(per_sm, 1));
     err = scratch.alloc(kParts * blocks * n, &part);
     if (err != cudaSuccess) return cuda_failure(op, "cudaMallocAsync (partial sums)", err);
     const opforge_status launched =
-        launch_overlapped(op, dev, kernel, dim3(static_cast<unsigned>(blocks)),
-                          dim3(groups * threads), smem, s, dy, x, mean, rstd, weight, dx, part,
-                          rows, static_cast<int>(n), threads);
+        launch_overlapped(op, dev, plan.kernel, dim3(static_cast<unsigned>(blocks)), dim3(block),
+                          plan.smem, s, dy, x, mean, rstd, weight, dx, part, rows,
+                          static_cast<int>(n), plan.threads);
     if (launched != OPFORGE_OK) return launched;
   } else if (rows > 0) {
     int per_sm = 0;
