@@ -13,9 +13,12 @@ namespace opforge::cpu {
 
 namespace {
 
-// exp(x) for finite x <= 0 within ~2 ulp (Cephes' expf): branch-free so the loop vectorises.
+// exp(x) for x <= 0 within ~2 ulp (Cephes' expf): branch-free so the loop vectorises. Below
+// -87.3 (where exp leaves the normal floats) it is 0, so a masked logit (-1e4, the float
+// minimum, or a difference that overflowed to -inf) gets no probability at all; a NaN stays NaN.
 inline float exp_nonpositive(float x) {
-  x = x < -87.3f ? -87.3f : x;  // below, exp underflows anyway
+  const bool underflows = x < -87.3f;
+  x = underflows ? -87.3f : x;
   // floor() by truncation, corrected for negatives: no library call, so the loop stays vectorised.
   const float v = x * 1.44269504f + 0.5f;
   float n = static_cast<float>(static_cast<int32_t>(v));
@@ -32,7 +35,7 @@ inline float exp_nonpositive(float x) {
   std::memcpy(&bits, &p, sizeof bits);
   bits += static_cast<uint32_t>(static_cast<int32_t>(n)) << 23;  // times 2^n
   std::memcpy(&p, &bits, sizeof p);
-  return p;
+  return underflows ? 0.0f : p;
 }
 
 }  // namespace
