@@ -157,6 +157,29 @@ def test_double_backward_raises_naming_the_op(device):
         torch.autograd.grad(gy.sum(), y)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    ("name", "fn"),
+    [
+        ("gelu_backward", lambda v: ot.gelu(v)),
+        ("softmax_backward", lambda v: ot.softmax(v, -1)),
+        ("rms_norm_backward", lambda v: ot.rms_norm(v, [v.shape[-1]])),
+        ("layer_norm_backward", lambda v: ot.layer_norm(v, [v.shape[-1]])),
+        ("batch_norm_backward", lambda v: ot.batch_norm(v, None, None, training=True)),
+    ],
+)
+def test_nested_func_grad_raises_naming_the_op(device, name, fn):
+    # torch.func.grad of torch.func.grad differentiates the backward op: an error, not zeros.
+    x = torch.randn(4, 3, device=device)
+    w = torch.randn(4, 3, device=device)
+
+    def first(v):
+        return torch.func.grad(lambda u: (fn(u) * w).sum())(v).pow(2).sum()
+
+    with pytest.raises(RuntimeError, match=f"opforge::{name} has no derivative"):
+        torch.func.grad(first)(x)
+
+
 def test_add_double_backward_is_exact():
     a = torch.randn(4, requires_grad=True)
     (ga,) = torch.autograd.grad(ot.add(a, a, alpha=2.0).pow(2).sum(), a, create_graph=True)
@@ -184,6 +207,21 @@ class Tiny(torch.nn.Module):
         h = ot.add(h, h, alpha=0.5)
         p = ot.softmax(h, -1)
         return p, ot.argmax(p, -1)
+
+
+@pytest.mark.slow
+def test_torch_compile_traces_numbers_and_mixed_dtypes(tmp_path, monkeypatch):
+    # Type promotion is worked out in code Dynamo traces (it cannot trace torch.result_type).
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    x, h = torch.randn(5), torch.randn(5).half()
+    for fn in (
+        lambda a, b: ot.add(a, 3.0),
+        lambda a, b: ot.mul(2, b),
+        lambda a, b: ot.add(b, a, alpha=0.5),
+        lambda a, b: ot.mul(b, 1e-8),
+    ):
+        compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
+        torch.testing.assert_close(compiled(x, h), fn(x, h))
 
 
 @pytest.mark.slow

@@ -52,6 +52,55 @@ def test_add_takes_python_numbers_and_promotes(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", ["add", "mul"])
+def test_numbers_the_result_dtype_cannot_hold_are_applied_as_torch_does(device, op):
+    # torch computes float16 and bfloat16 in float32 with the other operand unrounded (its CUDA
+    # kernels always; on the CPU, mul with the number second): a number that float16 would turn
+    # into 0 or inf must not be rounded first.
+    ours, native = getattr(ot, op), getattr(torch, op)
+
+    def in_float32(a, b):
+        half = a if isinstance(a, torch.Tensor) else b
+        wide = [v.float() if isinstance(v, torch.Tensor) else v for v in (a, b)]
+        return native(*wide).to(half.dtype)
+
+    h = torch.tensor([1000.0, -100.0, -60000.0, 3.0], device=device, dtype=torch.float16)
+    for number in (1e-8, -7e-8, 7e4, 1e5):
+        same(ours(h, number), in_float32(h, number))
+        same(ours(number, h), in_float32(number, h))
+    same(ours(h, 1e-8), native(h, 1e-8))
+    b = torch.tensor([3.0e-30, 1.0], device=device, dtype=torch.bfloat16)
+    same(ours(b, 1e-39), in_float32(b, 1e-39))
+    wide = torch.tensor(1e-8, device=device)  # a 0-d float32 tensor: the result stays float16
+    same(ours(h, wide), native(h, wide))
+    x = h.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(ours(x, 1e-8).sum(), x)
+    same(grad, torch.full_like(h, 1e-8 if op == "mul" else 1.0))
+
+
+def test_result_dtype_is_torch_result_type():
+    from opforge.torch._runtime import result_dtype
+
+    tensors = [
+        torch.ones(2, dtype=d) if dim else torch.tensor(1, dtype=d)
+        for d in (
+            torch.float32,
+            torch.float16,
+            torch.bfloat16,
+            torch.int64,
+            torch.int32,
+            torch.bool,
+        )
+        for dim in (0, 1)
+    ]
+    values = [*tensors, True, 3, 2.5]
+    for a in values:
+        for b in values:
+            if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+                assert result_dtype(a, b) == torch.result_type(a, b), (a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_add_refuses_results_opforge_does_not_compute(device):
     ints = torch.arange(4, device=device)
     with pytest.raises(RuntimeError, match="opforge::add: a has dtype int64"):
@@ -85,6 +134,21 @@ def test_softmax_dtype_casts_first(device):
     same(ours, native)
     (ours * 2).sum().backward()
     assert x.grad is not None and x.grad.dtype == torch.float16
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_softmax_gives_masked_logits_no_probability(device, dtype):
+    lowest = torch.finfo(dtype).min
+    x = torch.tensor([[0.0, -100.0, -1e4, lowest, float("-inf")]] * 3, device=device)
+    x = torch.cat([x, torch.randn(3, 40, device=device)], 1).to(dtype)
+    for dim in (-1, 0):  # over dim 0 the all -inf column is NaN, as torch's
+        same(ot.softmax(x, dim), torch.softmax(x, dim), equal_nan=True)
+    ours = ot.softmax(x, -1)
+    assert (ours[:, 2:5] == 0).all()  # exactly, as torch: no mass on masked positions
+    if dtype == torch.float32:  # differences overflowing to -inf get none either
+        far = ot.softmax(torch.tensor([3e38, -3e38, 3e38], device=device), 0)
+        assert far[1] == 0 and far[0] == far[2] == 0.5
 
 
 def test_softmax_needs_dim_as_torch_softmax():

@@ -300,7 +300,7 @@ def _helper(op: Op, fn: Function) -> list[str]:
     lines = [f"def {fn.name}({', '.join(params)}):", f'    """{fn.doc}"""']
     if fn.promote:
         names = ", ".join(fn.promote)
-        lines.append(f'    {names} = promote("{fn.name}", {names})')
+        lines.append(f'    {names}, cast_ = promote("{fn.name}", {names})')
     call_args = []
     for arg in op.args:
         expr = str(fn.args[arg.name])
@@ -315,6 +315,8 @@ def _helper(op: Op, fn: Function) -> list[str]:
             call_args.append(f"{arg.name}_")
     outs = [o.name for o in op.outputs]
     lines.append(f"    {', '.join(outs)} = _{op.name}({', '.join(call_args)})")
+    if fn.promote:
+        lines += [f"    {name} = cast_result({name}, cast_)" for name in outs]
     if isinstance(fn.returns, tuple):
         lines.append(f"    return {', '.join(fn.returns)}")
     else:
@@ -356,6 +358,7 @@ def python_source(table: OpTable) -> str:
         "from opforge.torch import _shapes",
         "from opforge.torch._runtime import (",
         "    autograd_kernel,",
+        "    cast_result,",
         "    direct_kernel,",
         "    helper_needs_autograd,",
         "    int_list,",

@@ -122,7 +122,9 @@ def underivable_kernel(op: torch._ops.OpOverload, name: str, tensors: tuple[int,
 
 def _delayed_error(name: str, outputs, inputs: list[torch.Tensor]):
     # Outputs whose graph node raises when reached; the inputs are passed through the node too,
-    # so the node stays connected to the graph that produced them and is reached.
+    # so the node stays connected to the graph that produced them and is reached. The outputs
+    # go in as they are: detaching them would, under nested torch.func.grad, cut the node an
+    # outer level reaches, which then saw no dependence and returned zeros.
     single = not isinstance(outputs, tuple)
     outputs = (outputs,) if single else outputs
     error = torch._C._functions.DelayedError(
@@ -131,12 +133,7 @@ def _delayed_error(name: str, outputs, inputs: list[torch.Tensor]):
         "hessian) is not supported".encode(),
         len(outputs) + len(inputs),
     )
-    detached = []
-    for t in outputs:
-        t = t.detach()
-        t.requires_grad = True
-        detached.append(t)
-    guarded = error(*detached, *inputs)[: len(outputs)]
+    guarded = error(*outputs, *inputs)[: len(outputs)]
     return guarded[0] if single else tuple(guarded)
 
 
@@ -195,16 +192,65 @@ def vmap_by_loop(function: type, info, in_dims: tuple, *args):
 
 
 _FLOATING = (torch.float32, torch.float16, torch.bfloat16)
+_HALF = (torch.float16, torch.bfloat16)
 
 
-def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two operands as tensors of their result dtype under torch's type promotion.
+def _number_dtype(value: bool | int | float) -> torch.dtype:
+    if isinstance(value, bool):
+        return torch.bool
+    return torch.int64 if isinstance(value, int) else torch.get_default_dtype()
+
+
+def _promoted(dtypes: list[torch.dtype]) -> torch.dtype | None:
+    result = None
+    for dtype in dtypes:
+        result = dtype if result is None else torch.promote_types(result, dtype)
+    return result
+
+
+def _combine(higher: torch.dtype | None, lower: torch.dtype | None) -> torch.dtype | None:
+    # c10's combine_categories: a lower priority class only counts from a higher category.
+    if higher is None:
+        return lower
+    if higher.is_floating_point or higher.is_complex:
+        return higher
+    if lower is not None and (higher == torch.bool or lower.is_floating_point):
+        return torch.promote_types(higher, lower)
+    return higher
+
+
+def result_dtype(a, b) -> torch.dtype:
+    """``torch.result_type(a, b)`` for tensors and Python numbers, by torch's rule (tensors with
+    dims, then 0-d tensors, then numbers), in code torch.compile traces (it cannot trace
+    ``torch.result_type``)."""
+    values = (a, b)
+    dims = [v.dtype for v in values if isinstance(v, torch.Tensor) and v.dim() > 0]
+    zero_dim = [v.dtype for v in values if isinstance(v, torch.Tensor) and v.dim() == 0]
+    numbers = [_number_dtype(v) for v in values if not isinstance(v, torch.Tensor)]
+    return _combine(_promoted(dims), _combine(_promoted(zero_dim), _promoted(numbers)))
+
+
+def _rounds_away(value, dtype: torch.dtype) -> bool:
+    # A number that float16 or bfloat16 would turn into 0, a subnormal or inf.
+    if isinstance(value, torch.Tensor):
+        return False
+    magnitude = abs(float(value))
+    info = torch.finfo(dtype)
+    return magnitude != 0.0 and magnitude != float("inf") and not info.tiny <= magnitude <= info.max
+
+
+def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | None]:
+    """Two operands as tensors of one dtype under torch's type promotion, and the dtype the
+    result must be cast to afterwards (None: the operands' own).
 
     Python numbers become 0-d tensors on the other operand's device; results outside float32,
-    float16 and bfloat16 are refused naming the function.
+    float16 and bfloat16 are refused naming the function. torch computes float16 and bfloat16
+    in float32 with the other operand as given: where casting it down would change it beyond
+    rounding (a number that would become 0, a subnormal or inf; a wider 0-d tensor, whose value
+    is not read), the operands go in as float32 and the result is cast down once, as torch's.
     """
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype:
-        return a, b
+        return a, b, None
     if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor):
         raise TypeError(f"opforge.torch.{name}: give at least one tensor, got {a!r} and {b!r}")
     for value in (a, b):
@@ -213,19 +259,32 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor]:
                 f"opforge.torch.{name}: operands are tensors or Python numbers, got "
                 f"{type(value).__name__}"
             )
-    dtype = torch.result_type(a, b)
+    dtype = result_dtype(a, b)
     if dtype not in _FLOATING:
         raise TypeError(
             f"opforge.torch.{name}: the result dtype would be {dtype}; opforge computes float32, "
             "float16 and bfloat16"
         )
+    compute, cast = dtype, None
+    if dtype in _HALF and any(
+        _rounds_away(v, dtype)
+        or (isinstance(v, torch.Tensor) and v.dim() == 0 and v.dtype == torch.float32)
+        for v in (a, b)
+    ):
+        compute, cast = torch.float32, dtype
     device = a.device if isinstance(a, torch.Tensor) else b.device
-    return tuple(
-        v.to(dtype)
+    a, b = (
+        v.to(compute)
         if isinstance(v, torch.Tensor)
-        else torch.scalar_tensor(v, dtype=dtype, device=device)
+        else torch.scalar_tensor(v, dtype=compute, device=device)
         for v in (a, b)
     )
+    return a, b, cast
+
+
+def cast_result(out: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """A promoted op's result in the dtype ``promote`` said it must have."""
+    return out if dtype is None else out.to(dtype)
 
 
 def int_list(function: str, name: str, value) -> list:
