@@ -121,6 +121,27 @@ def test_func_grad_jvp_vmap_and_jacobians_match_torch(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_mul_under_every_transform_matches_torch(device):
+    # mul's backward calls mul: its gradient is differentiable, through torch.func too.
+    x = torch.randn(3, device=device)
+    y = torch.randn(3, device=device)
+
+    def both(transform):
+        return transform(lambda a: (ot.mul(a, y) * ot.mul(a, a)).sum()), transform(
+            lambda a: (torch.mul(a, y) * torch.mul(a, a)).sum()
+        )
+
+    for ours, native in (
+        both(lambda f: torch.func.grad(f)(x)),
+        both(lambda f: torch.func.vmap(torch.func.grad(f))(torch.stack([x, y]))),
+        both(lambda f: torch.func.grad(lambda v: torch.func.grad(f)(v).sum())(x)),
+        both(lambda f: torch.func.hessian(f)(x)),
+        both(lambda f: torch.func.jacrev(torch.func.jacrev(f))(x)),
+    ):
+        torch.testing.assert_close(ours, native, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_forward_mode_add_is_linear(device):
     a, b = torch.randn(4, device=device), torch.randn(4, device=device)
     _, tangent = torch.func.jvp(

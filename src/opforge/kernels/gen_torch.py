@@ -151,13 +151,15 @@ def _integer_only(op: Op) -> bool:
 
 
 def _call(table: OpTable, call_op: str, args: dict, output: str | None, scalars: set[str]) -> str:
-    """A call of a table op in a derivative (through its autograd kernel, so the result is
-    differentiable where the callee is and fails naming the op where it is not)."""
+    """A call of a table op in a derivative, through its helper: the result is differentiable
+    where the callee is (its ``autograd.Function`` applied from Python, as torch.func needs: from
+    inside the dispatcher's Autograd key it has no kernel there) and fails naming the op where it
+    is not."""
     callee = table.ops[call_op]
     values = [
         f"ctx.{args[a.name]}" if args[a.name] in scalars else args[a.name] for a in callee.args
     ]
-    text = f"_OPS.{callee.name}.default({', '.join(values)})"
+    text = f"_{callee.name}({', '.join(values)})"
     if output is not None and len(callee.outputs) > 1:
         text += f"[{[o.name for o in callee.outputs].index(output)}]"
     return text

@@ -29,6 +29,10 @@ def needs_autograd(*tensors: torch.Tensor | None) -> bool:
         return True
     if forward_ad._current_level < 0:
         return False
+    if _functorch_active():
+        # torch.func (jacfwd, hessian): a tangent may sit under a vmap level, where unpack_dual
+        # has no batching rule. The autograd.Function's own jvp and vmap rules handle it.
+        return True
     return any(t is not None and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
 
 
@@ -37,8 +41,11 @@ def helper_needs_autograd(*tensors: torch.Tensor | None) -> bool:
 
     Under torch.compile never: the helper calls the op as it is and the compiler runs its
     Autograd-key kernel itself (Dynamo cannot trace an ``autograd.Function`` with a ``jvp``).
+    Under torch.func always: a tensor that needs no gradient at this level may at a level under
+    a vmap, where the dispatcher's Autograd kernel cannot apply the Function (torch.func's
+    ``custom_function_call`` has no kernel there).
     """
-    return not _compiling() and needs_autograd(*tensors)
+    return not _compiling() and (_functorch_active() or needs_autograd(*tensors))
 
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
