@@ -204,13 +204,18 @@ def test_report_tables_real_junit_results(tmp_path):
             capture_output=True,
         )
     markdown = cli(REPO, "ci", "report", str(reports), "--format", "markdown")
-    assert markdown.returncode == 0, markdown.stderr
+    # A cell whose tests failed fails the report too, after the table.
+    assert markdown.returncode == 1, markdown.stderr
+    assert markdown.stderr.splitlines()[0] == "opforge: error: 1 of 2 cells failed: cudaA"
     lines = markdown.stdout.splitlines()
-    assert lines[0] == "| cell | status | tests | failed | errors | skipped | time (s) |"
+    assert lines[0] == "| cell | status | tests | failed | errors | skipped | time (s) | reason |"
     assert lines[2].startswith("| cudaA | failed | 3 | 1 | 0 | 1 |")
     assert lines[3].startswith("| cudaB | passed | 1 | 0 | 0 | 0 |")
     terminal = cli(REPO, "ci", "report", str(reports))
     assert terminal.stdout.splitlines()[1].split()[:3] == ["cudaA", "failed", "3"]
+    passing = cli(REPO, "ci", "report", str(reports / "cell-cudaB"))
+    assert passing.returncode == 0 and passing.stderr == ""
+    assert passing.stdout.splitlines()[1].split()[:3] == ["reports", "passed", "1"]
     (reports / "cell-cudaC").mkdir()
     (reports / "cell-cudaC" / "broken.xml").write_text("<testsuite")
     broken = cli(REPO, "ci", "report", str(reports))
@@ -225,6 +230,103 @@ def test_report_without_its_folder_gives_the_hint(tmp_path):
         f"opforge: error: no report folder {tmp_path / 'nothing'}",
         "  hint: give the folder the cells' reports were downloaded to (one sub-folder per cell)",
     ]
+
+
+def test_report_rows_a_cell_that_failed_before_its_tests(tmp_path):
+    """run-cell without a Docker engine writes only its cell record: the report still has the
+    cell as a failed row, with the record's reason, and exits non-zero."""
+    reports = tmp_path / "artifacts"
+    cell = "cuda13.0-cudnn9.13-torch2.13.0"
+    run = run_opforge(
+        "ci",
+        "run-cell",
+        cell,
+        "--junit-dir",
+        str(reports),
+        cwd=REPO,
+        env={"DOCKER_HOST": f"unix://{tmp_path / 'no-docker.sock'}"},
+    )
+    assert run.returncode == 1
+    record = json.loads((reports / cell / "cell-record.json").read_text())
+    assert record["status"] == "failed" and "no Docker engine answers" in record["error"]
+    assert not list(reports.rglob("*.xml"))
+    # A passed cell beside it, as the workflow downloads them (cell-<id>/reports/<id>/).
+    passed = reports / "cell-cudaP" / "reports" / "cudaP"
+    passed.mkdir(parents=True)
+    (passed / "kernels.xml").write_text(
+        '<testsuites><testsuite tests="2" failures="0" errors="0" skipped="0" time="1.5"/>'
+        "</testsuites>"
+    )
+    (passed / "cell-record.json").write_text(json.dumps({"cell": "cudaP", "status": "passed"}))
+    report = cli(REPO, "ci", "report", str(reports), "--format", "markdown")
+    assert report.returncode == 1
+    assert report.stdout.splitlines()[2:] == [
+        f"| {cell} | failed | 0 | 0 | 0 | 0 | 0.0 | {record['error']} |",
+        "| cudaP | passed | 2 | 0 | 0 | 0 | 1.5 |  |",
+    ]
+    assert report.stderr.splitlines() == [
+        f"opforge: error: 1 of 2 cells failed: {cell}",
+        "  hint: the table gives each failed cell's reason; its cell-record.json and log say more",
+    ]
+    assert "Traceback" not in report.stderr
+
+
+def test_report_of_an_empty_folder_says_nothing_was_found(tmp_path):
+    (tmp_path / "cell-cudaA").mkdir()
+    (tmp_path / "cell-cudaA" / "notes.txt").write_text("not a report")
+    empty = cli(REPO, "ci", "report", str(tmp_path))
+    assert empty.returncode == 1 and empty.stdout == ""
+    assert empty.stderr.splitlines() == [
+        f"opforge: error: nothing to report in {tmp_path}: no JUnit XML report (*.xml) or "
+        "cell-record.json found",
+        "  hint: `opforge ci run-cell CELL --junit-dir DIR` writes them; give the folder the "
+        "cells' artifacts were downloaded to",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('<testsuite tests="abc"/>', "<testsuite> attribute tests='abc' is not a whole number"),
+        ('<testsuite tests="-1"/>', "<testsuite> attribute tests='-1' is not a whole number"),
+        (
+            '<testsuites><testsuite tests="1" time="1,5"/></testsuites>',
+            "<testsuite> attribute time='1,5' is not a number of seconds",
+        ),
+        (
+            '<testsuite tests="1" time="nan"/>',
+            "<testsuite> attribute time='nan' is not a number of seconds",
+        ),
+        (
+            "<html/>",
+            "not a JUnit XML report (its root element is <html>, not <testsuite> or <testsuites>)",
+        ),
+    ],
+)
+def test_report_refuses_a_malformed_junit_file_naming_it(tmp_path, body, message):
+    path = tmp_path / "cell-cudaA" / "kernels.xml"
+    path.parent.mkdir()
+    path.write_text(body)
+    refused = cli(REPO, "ci", "report", str(tmp_path))
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.splitlines() == [
+        f"opforge: error: {path}: {message}",
+        "  hint: remove the file or re-run the cell that wrote it (pytest --junitxml)",
+    ]
+
+
+@pytest.mark.parametrize("body", ["{", "[]", '{"status": "maybe"}'])
+def test_report_refuses_a_malformed_cell_record_naming_it(tmp_path, body):
+    path = tmp_path / "cell-cudaA" / "cell-record.json"
+    path.parent.mkdir()
+    path.write_text(body)
+    refused = cli(REPO, "ci", "report", str(tmp_path))
+    assert refused.returncode == 1 and refused.stdout == ""
+    lines = refused.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"opforge: error: {path}: not a cell record")
+    assert (
+        lines[1] == "  hint: remove the file or re-run the cell that wrote it (opforge ci run-cell)"
+    )
 
 
 def test_an_unknown_or_excluded_ci_cell_is_refused(tmp_path):

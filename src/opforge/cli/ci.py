@@ -50,11 +50,10 @@ def cmd_run_cell(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
-    """The cells' JUnit reports as one table."""
-    from opforge.ci.report import collect, table
+    """The cells' JUnit reports and cell records as one table; non-zero when a cell failed."""
+    from opforge.ci.report import print_report
 
-    print(table(collect(Path(args.reports)), args.format), end="")
-    return 0
+    return print_report(Path(args.reports), args.format)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
