@@ -96,6 +96,17 @@ def test_add_takes_python_numbers_and_promotes(mode):
     same(*both(mode, _add, h, x))
 
 
+def _add_and_mul_numbers(m, t):
+    return m.add(t, 2.5), m.mul(t, 3)
+
+
+def test_bfloat16_takes_python_numbers_in_both_modes(mode):
+    # GRAPH mode's ScalarToTensor has no bfloat16.
+    x = f32(4).astype(mstype.bfloat16)
+    for o, n in zip(*both(mode, _add_and_mul_numbers, x), strict=True):
+        same(o, n)
+
+
 def test_add_refuses_non_floating_results_naming_the_function():
     ints = Tensor(np.arange(4, dtype=np.int32))
     with pytest.raises(
@@ -211,6 +222,22 @@ def test_layer_norm_stats_matches_the_layernorm_primitive_with_gradients(
         same(o, n, rtol=1e-4, atol=1e-4)
 
 
+def test_layer_norm_stats_variance_of_constant_rows_is_zero(mode):
+    # The variance comes back from rstd as rstd ** -2 - eps: never a rounding below 0.
+    x = Tensor(np.ones((3, 8), np.float32))
+    ones, zeros = Tensor(np.ones(8, np.float32)), Tensor(np.zeros(8, np.float32))
+
+    def variance_of(eps):
+        def variance(t, g, b):
+            return ofm.layer_norm_stats(t, g, b, 1, 1, eps)[2]
+
+        return variance
+
+    for eps in (0.1, 1e-5, 0.3):
+        got = call(variance_of(eps), mode)(x, ones, zeros).asnumpy()
+        assert (got >= 0).all() and np.abs(got).max() < 1e-7 * (1 + eps), got
+
+
 def test_layer_norm_stats_refuses_params_over_other_dims():
     x = f32(2, 3, 4)
     with pytest.raises(ValueError, match=r"^opforge.mindspore.layer_norm_stats: begin_params_axis"):
@@ -244,6 +271,17 @@ def _rms_reference(t, g, eps):
     # MindSpore 2.10 has no CPU RmsNorm kernel: its formula in MindSpore's own ops, for autodiff.
     rstd = ops.rsqrt((t * t).mean(-1, keep_dims=True) + eps)
     return t * rstd * g, rstd
+
+
+def _rms_without_gamma(t):
+    return ofm.rms_norm(t, None)
+
+
+def test_rms_norm_without_gamma_is_refused_naming_it(mode):
+    with pytest.raises(
+        TypeError, match=r"opforge\.mindspore\.rms_norm: gamma must be a mindspore\.Tensor"
+    ):
+        call(_rms_without_gamma, mode)(f32(2, 3))
 
 
 def test_rms_norm_matches_mindspore_rms_norm_formula_with_gradients(mode):

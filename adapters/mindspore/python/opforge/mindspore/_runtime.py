@@ -281,6 +281,10 @@ def _as(v, dtype):
         if v.dtype == dtype:
             return v
         return v.astype(dtype)
+    if dtype == mstype.bfloat16:
+        # GRAPH mode's ScalarToTensor has no bfloat16: through float32, exact for every number
+        # bfloat16 holds.
+        return ops.scalar_to_tensor(v, mstype.float32).astype(dtype)
     return ops.scalar_to_tensor(v, dtype)
 
 
@@ -322,6 +326,24 @@ def _normalized_dims(fn: str, shape, begin_norm_axis: int, begin_params_axis: in
 def normalized_dims(fn: str, x: Tensor, begin_norm_axis: int, begin_params_axis: int) -> tuple:
     """``x``'s dims from ``begin_norm_axis`` on (``ops.LayerNorm``'s axes), checked."""
     return _normalized_dims(fn, x.shape, begin_norm_axis, begin_params_axis)
+
+
+def variance_from_rstd(rstd: Tensor, eps: float) -> Tensor:
+    """The biased variance that ``rstd = 1 / sqrt(variance + eps)`` came from: rstd ** -2 - eps,
+    never below 0 (the subtraction can land a rounding below it for rows of one value)."""
+    variance = rstd**-2 - eps
+    return ops.where(variance < 0, ops.zeros_like(variance), variance)
+
+
+def param_shape(fn: str, gamma) -> tuple:
+    """The shape of ``gamma``, which gives the normalised dims; refused naming ``fn`` when
+    ``gamma`` is not a tensor."""
+    if not isinstance(gamma, Tensor):
+        raise TypeError(
+            f"opforge.mindspore.{fn}: gamma must be a mindspore.Tensor (its shape gives the "
+            f"normalised dims), got {type(gamma).__name__}"
+        )
+    return gamma.shape
 
 
 def keep_dims(stat: Tensor, x: Tensor) -> Tensor:
