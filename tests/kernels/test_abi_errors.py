@@ -50,6 +50,45 @@ def test_integer_input_is_refused(cpu_library):
     )
 
 
+def test_messages_name_dtypes_and_numbers_as_given(cpu_library):
+    flags = np.ones(4, dtype=np.bool_)
+    raises(
+        INVALID_DTYPE,
+        "opforge_softmax: x has dtype bool (supported: float32, float16, bfloat16)",
+        lambda: cpu_library.call("softmax", x=t(flags), dim=0, y=t(flags)),
+    )
+    x, half = f32(2, 6), np.ones(6, np.float16)
+    stats = {"mean": t(f32(2)), "rstd": t(f32(2))}
+    raises(
+        INVALID_DTYPE,
+        "opforge_layer_norm: weight must be float32, got float16",  # not "float32 or float32"
+        lambda: cpu_library.call(
+            "layer_norm",
+            x=t(x),
+            normalized_shape=[6],
+            weight=t(half),
+            bias=None,
+            eps=1e-5,
+            y=t(f32(2, 6)),
+            **stats,
+        ),
+    )
+    raises(
+        INVALID,
+        "opforge_layer_norm: eps must be at least 0, got -1e-09",
+        lambda: cpu_library.call(
+            "layer_norm",
+            x=t(x),
+            normalized_shape=[6],
+            weight=None,
+            bias=None,
+            eps=-1e-9,
+            y=t(f32(2, 6)),
+            **stats,
+        ),
+    )
+
+
 def test_output_of_the_wrong_dtype(cpu_library):
     raises(
         INVALID_DTYPE,
@@ -131,7 +170,7 @@ def batch_norm(lib, x, **given):
         (
             {"eps": -1.0},
             INVALID,
-            "opforge_batch_norm: eps must be at least 0.000000, got -1.000000",
+            "opforge_batch_norm: eps must be at least 0, got -1",
         ),
         ({"eps": float("inf")}, INVALID, "opforge_batch_norm: eps must be finite, got inf"),
     ],

@@ -189,7 +189,12 @@ class Call {
       case ScalarType::Char: return {kDLInt, 8, 1};
       case ScalarType::Byte: return {kDLUInt, 8, 1};
       case ScalarType::Bool: return {kDLBool, 8, 1};
-      default: return {kDLOpaqueHandle, 0, 1};
+      case ScalarType::ComplexFloat: return {kDLComplex, 64, 1};
+      case ScalarType::ComplexDouble: return {kDLComplex, 128, 1};
+      case ScalarType::UInt16: return {kDLUInt, 16, 1};
+      case ScalarType::UInt32: return {kDLUInt, 32, 1};
+      case ScalarType::UInt64: return {kDLUInt, 64, 1};
+      default: return {kDLOpaqueHandle, 0, 1};  // named "unsupported" in the op's error
     }
   }
 

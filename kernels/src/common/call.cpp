@@ -2,12 +2,25 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <numeric>
 
 namespace opforge {
 namespace {
 
 std::string list_string(const std::vector<int64_t>& v) { return shape_string(v); }
+
+// A double as the shortest text that reads back to it (-1e-09, 0.5, inf), not to_string's six
+// fixed decimals (which print -1e-9 as -0.000000).
+std::string number_string(double value) {
+  char text[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, value);
+    if (std::strtod(text, nullptr) == value) break;
+  }
+  return text;
+}
 
 // Whether every element of `t` has an address of its own (no zero or interleaved strides).
 bool self_overlapping(const Tensor& t) {
@@ -154,9 +167,10 @@ void Call::param_dtype(const Tensor& t, const char* name, const Tensor* like) {
   if (t.dtype == DType::kFloat32 || (like != nullptr && same_dtype(t.dl_dtype, like->dl_dtype))) {
     return;
   }
+  const bool other = like != nullptr && like->dtype != DType::kFloat32;
   reject(OPFORGE_ERROR_INVALID_DTYPE,
          std::string(name) + " must be float32" +
-             (like != nullptr ? " or " + dtype_string(like->dl_dtype) : std::string()) + ", got " +
+             (other ? " or " + dtype_string(like->dl_dtype) : std::string()) + ", got " +
              dtype_string(t.dl_dtype));
 }
 
@@ -203,14 +217,14 @@ std::optional<int64_t> Call::dim(const int64_t* dim_value, const Tensor* of, con
 
 void Call::at_least(double value, double lo, const char* name) {
   if (ok() && !(value >= lo)) {
-    invalid(std::string(name) + " must be at least " + std::to_string(lo) + ", got " +
-            std::to_string(value));
+    invalid(std::string(name) + " must be at least " + number_string(lo) + ", got " +
+            number_string(value));
   }
 }
 
 void Call::finite(double value, const char* name) {
   if (ok() && !std::isfinite(value)) {
-    invalid(std::string(name) + " must be finite, got " + std::to_string(value));
+    invalid(std::string(name) + " must be finite, got " + number_string(value));
   }
 }
 

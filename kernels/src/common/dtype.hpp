@@ -25,13 +25,20 @@ inline bool is_floating(DType d) {
   return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
 }
 
+// A dtype's name in messages: float32, int64, bool, complex64, ...; a code opforge has no name
+// for (float8 kinds, what an adapter could not map) is "unsupported" with its DLPack code.
 inline std::string dtype_string(DLDataType t) {
-  const char* base = t.code == kDLFloat    ? "float"
-                     : t.code == kDLInt    ? "int"
-                     : t.code == kDLUInt   ? "uint"
-                     : t.code == kDLBfloat ? "bfloat"
-                                           : "dtype";
-  std::string s = std::string(base) + std::to_string(t.bits);
+  std::string s;
+  switch (t.code) {
+    case kDLFloat: s = "float" + std::to_string(t.bits); break;
+    case kDLInt: s = "int" + std::to_string(t.bits); break;
+    case kDLUInt: s = "uint" + std::to_string(t.bits); break;
+    case kDLBfloat: s = "bfloat" + std::to_string(t.bits); break;
+    case kDLComplex: s = "complex" + std::to_string(t.bits); break;
+    case kDLBool: s = "bool"; break;
+    default:
+      return "unsupported (DLPack code " + std::to_string(t.code) + ")";
+  }
   if (t.lanes != 1) s += "x" + std::to_string(t.lanes);
   return s;
 }

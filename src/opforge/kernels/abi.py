@@ -40,6 +40,7 @@ DTYPES = {
     "float64": (2, 64),
     "int32": (0, 32),
     "int8": (0, 8),
+    "bool": (6, 8),
 }
 _DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
