@@ -117,6 +117,39 @@ def test_malformed_pins_file(tmp_path):
     assert_user_error(run("pins", "list", "--pins", str(pins)), f"{pins}: pins.x.sha256")
 
 
+def test_a_pins_file_with_a_key_given_twice_is_refused(tmp_path):
+    pins = tmp_path / "p.yaml"
+    good, other = "a" * 64, "b" * 64
+    pins.write_text(
+        f"pins:\n  x:\n    url: http://h/x\n    sha256: {good}\n    sha256: {other}\n"
+        f"  y:\n    url: http://h/y\n    sha256: {good}\n"
+    )
+    result = run("pins", "list", "--pins", str(pins))
+    assert_user_error(result, f"{pins}: duplicate key 'sha256' at line 5 (first at line 4)")
+    assert result.stdout == ""
+
+
+def test_a_build_dir_that_is_a_file_is_one_clear_error(tmp_path):
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "CMakeLists.txt").write_text("project(x NONE)\n")
+    (root / "checksums.yaml").write_text("pins: {}\n")
+    (root / "recipes").mkdir()
+    (root / "recipes" / "x.yaml").write_text(
+        "name: x\nschema: 1\nsources: [src/CMakeLists.txt]\ncmake: {source_dir: src}\n"
+        "profiles: {cpu: {}}\noutputs: [lib/x.so]\n"
+    )
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for build_dir, why in ((afile, "it exists"), (afile / "sub", f"{afile} exists")):
+        result = run("build", "x", cwd=root, env={"OPFORGE_BUILD_DIR": str(build_dir)})
+        assert_user_error(
+            result, f"cannot create directory {build_dir}: {why} and is not a directory"
+        )
+        assert f"hint: move {afile} away, or set OPFORGE_BUILD_DIR" in result.stderr
+    assert not (root / "build").exists() and not (root / "dist").exists()
+
+
 def test_outside_a_project(tmp_path):
     assert_user_error(run("recipes", "list", cwd=tmp_path), "no opforge project found")
 

@@ -13,6 +13,7 @@ import pytest
 from opforge.container.choice import resolve_runner
 from opforge.errors import BuildError, ConfigError
 from opforge.images.build import LayerLog
+from opforge.images.ca import MAX_CA_BYTES, read_ca_bundle
 from opforge.images.context import assemble, opforge_requirements
 from opforge.images.debian import lock_text, parse_lock, toolkits
 from opforge.images.devcontainer import DOCKERFILE as DEVCONTAINER_DOCKERFILE
@@ -22,6 +23,7 @@ from opforge.images.spec import FLAVOURS, KINDS, load_combinations
 from opforge.project import Project
 from opforge.proxies import proxy_environment, uses_loopback
 from opforge.settings import resolve_settings
+from tests.conftest import run_opforge
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -100,6 +102,14 @@ def test_a_deb_combination_needs_its_debian_toolkit(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"needs the Debian toolkit `debian\.12\.6`"):
         load_combinations(path)
+
+
+def test_a_key_given_twice_in_versions_yaml_is_refused_with_its_line(tmp_path):
+    path = tmp_path / "versions.yaml"
+    path.write_text("combinations:\n  - cuda: '12.4'\n    cuda: '13.0'\n    cudnn: '9.1'\n")
+    with pytest.raises(ConfigError) as info:
+        load_combinations(path)
+    assert str(info.value) == f"{path}: duplicate key 'cuda' at line 3 (first at line 2)"
 
 
 def test_a_flavour_the_combination_lacks_says_why_and_which_to_use():
@@ -303,3 +313,67 @@ def test_check_pinned_refuses_a_displaced_pin_and_a_second_cudnn(tmp_path):
     if cudnn:  # this environment has a cuDNN wheel: unpinned, it is a second cuDNN
         second = check([("PyYAML", pyyaml)])
         assert second.returncode == 1 and "came with the requirements besides" in second.stderr
+
+
+PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+def test_the_extra_ca_must_be_a_small_regular_pem_file(tmp_path):
+    good = tmp_path / "ca.pem"
+    good.write_text(PEM)
+    assert read_ca_bundle(good) == PEM.encode()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.pem"
+    big.write_text(PEM + "x" * MAX_CA_BYTES)
+    for path in (Path("/dev/zero"), fifo, tmp_path):
+        with pytest.raises(ConfigError, match=rf"extra CA bundle {path} is not a regular file"):
+            read_ca_bundle(path)
+    with pytest.raises(ConfigError, match=r"larger than 2 MiB, the limit for a CA bundle"):
+        read_ca_bundle(big)
+    with pytest.raises(ConfigError, match=r"extra CA bundle .*missing\.pem: No such file"):
+        read_ca_bundle(tmp_path / "missing.pem")
+
+
+def test_images_context_refuses_dev_zero_as_the_ca_before_writing_anything(tmp_path):
+    build = tmp_path / "build"
+    result = run_opforge(
+        "images",
+        "context",
+        "--offline",
+        "--cache",
+        str(tmp_path / "cache"),
+        "--extra-ca",
+        "/dev/zero",
+        cwd=REPO,
+        env={"OPFORGE_BUILD_DIR": str(build)},
+        timeout=60,
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [
+        "opforge: error: extra CA bundle /dev/zero is not a regular file",
+        "  hint: pass a PEM file with --extra-ca, or set OPFORGE_EXTRA_CA",
+    ]
+    assert not build.exists()
+
+
+def test_images_context_names_a_build_dir_that_is_a_file(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    result = run_opforge(
+        "images",
+        "context",
+        "--offline",
+        "--cache",
+        str(tmp_path / "cache"),
+        cwd=REPO,
+        env={"OPFORGE_BUILD_DIR": str(afile), "OPFORGE_EXTRA_CA": "", "PIP_CERT": ""},
+        timeout=60,
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    first, hint = result.stderr.splitlines()
+    assert first == (
+        f"opforge: error: cannot create directory {afile}/images/pip-devel/context/pinned: "
+        f"{afile} exists and is not a directory"
+    )
+    assert hint.startswith(f"  hint: move {afile} away, or set OPFORGE_BUILD_DIR to a directory")

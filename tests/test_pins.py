@@ -9,6 +9,7 @@ import pytest
 from opforge.errors import ConfigError, DigestMismatch, PinError
 from opforge.pins.cache import CacheState
 from opforge.pins.model import Pin, load_pins
+from opforge.pins.rewrite import rewrite_pin
 from opforge.pins.update import update_pin
 from tests.conftest import REPO, sha256, write_pins
 
@@ -41,6 +42,17 @@ GOOD = "a" * 64
         (f"pins:\n  .x:\n    url: http://h/x\n    sha256: {GOOD}\n", r"'\.x': not a valid pin"),
         (f"pins:\n  a b:\n    url: http://h/x\n    sha256: {GOOD}\n", r"'a b': not a valid pin"),
         (f"pins:\n  1:\n    url: http://h/x\n    sha256: {GOOD}\n", r"1: a pin name must be text"),
+        # A key given twice is refused, not resolved silently to the last one.
+        (
+            f"pins:\n  x:\n    url: http://h/x\n    sha256: {GOOD}\n"
+            f"  x:\n    url: http://h/y\n    sha256: {'b' * 64}\n",
+            r"duplicate key 'x' at line 5 \(first at line 2\)",
+        ),
+        (
+            f"pins:\n  x:\n    url: http://h/x\n    sha256: {GOOD}\n    sha256: {'b' * 64}\n",
+            r"duplicate key 'sha256' at line 5 \(first at line 4\)",
+        ),
+        ("pins: {}\npins: {}\n", r"duplicate key 'pins' at line 2 \(first at line 1\)"),
     ],
 )
 def test_malformed_pins_name_file_and_key(tmp_path, body, expected):
@@ -49,6 +61,15 @@ def test_malformed_pins_name_file_and_key(tmp_path, body, expected):
     with pytest.raises(ConfigError, match=expected) as info:
         load_pins(path)
     assert str(path) in str(info.value)
+
+
+def test_a_rewrite_refuses_a_pin_given_twice_and_leaves_the_file(tmp_path):
+    path = tmp_path / "checksums.yaml"
+    body = f"pins:\n  x:\n    url: http://h/x\n    sha256: {GOOD}\n  x:\n    sha256: {GOOD}\n"
+    path.write_text(body)
+    with pytest.raises(ConfigError, match=r"duplicate key 'x' at line 5 \(first at line 2\)"):
+        rewrite_pin(path, "x", {"sha256": "b" * 64})
+    assert path.read_text() == body
 
 
 def test_missing_pins_file_has_a_hint(tmp_path):

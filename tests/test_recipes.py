@@ -7,11 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from opforge.build.cmake import cmake_steps
+from opforge.build.toolchain import Tool
 from opforge.errors import RecipeError
 from opforge.pins.model import load_pins
 from opforge.project import Project
+from opforge.recipes.model import CMakeSpec, Profile, Recipe
+from opforge.recipes.options import option_problem
 from opforge.recipes.schema import REMOVED_KEYS
-from tests.conftest import REPO
+from tests.conftest import REPO, run_opforge
 
 GOOD = "b" * 64
 
@@ -195,8 +199,10 @@ def test_every_problem_in_every_file_is_reported(project):
     gamma = _write(
         project,
         "gamma",
-        BASE.format(name="gamma").replace("src/gamma/**/*", "src/alpha/**/*")
-        + "pins: [icu4j]\ndepends_on: [delta]\noutputs: [../escape]\n",
+        BASE.format(name="gamma")
+        .replace("src/gamma/**/*", "src/alpha/**/*")
+        .replace("outputs: [lib/libgamma.so]", "outputs: [../escape]")
+        + "pins: [icu4j]\ndepends_on: [delta]\n",
     ).resolve()
     (project.root / "src" / "gamma").mkdir()
     (project.root / "src" / "gamma" / "CMakeLists.txt").write_text("project(g)\n")
@@ -247,3 +253,97 @@ def test_profile_outputs_stay_under_the_install_prefix(project):
         f"{recipe}: profiles.cpu.outputs[0]: '../../escape.so' leaves dist/<profile> "
         "('..' is not allowed)"
     )
+
+
+def test_a_key_given_twice_is_refused_with_its_line(project):
+    path = _write(project, "beta", "name: alpha\n" + BASE.format(name="beta"))
+    with pytest.raises(RecipeError) as info:
+        _load(project)
+    assert str(info.value) == f"{path}: duplicate key 'name' at line 2 (first at line 1)"
+
+
+@pytest.mark.parametrize(
+    ("options", "key", "problem"),
+    [
+        (
+            "cmake_options: {CMAKE_INSTALL_PREFIX: /tmp/evil_prefix}",
+            "cmake.options.CMAKE_INSTALL_PREFIX",
+            "CMAKE_INSTALL_PREFIX is set by opforge and may not be overridden (opforge installs "
+            "every target into dist/<profile>)",
+        ),
+        (
+            "cpu_options: {CMAKE_CXX_COMPILER: /tmp/cc}",
+            "profiles.cpu.options.CMAKE_CXX_COMPILER",
+            "CMAKE_CXX_COMPILER is set by opforge",
+        ),
+        (
+            "cpu_options: {OPFORGE_PIN_TOOL: /tmp/other.tar.gz}",
+            "profiles.cpu.options.OPFORGE_PIN_TOOL",
+            "OPFORGE_PIN_TOOL is set by opforge and may not be overridden (OPFORGE_PIN_*",
+        ),
+        ("cmake_options: {-DX: 1}", "cmake.options.-DX", "'-DX' is not a plain CMake variable"),
+        ("cmake_options: {X=Y: 1}", "cmake.options.X=Y", "'X=Y' is not a plain CMake variable"),
+        (
+            "cmake_options: {'A:BOOL': true}",
+            "cmake.options.A:BOOL",
+            "'A:BOOL' is not a plain CMake variable",
+        ),
+    ],
+)
+def test_options_opforge_sets_or_that_are_not_variables_are_refused(project, options, key, problem):
+    where, _, mapping = options.partition(": ")
+    text = BASE.format(name="beta")
+    if where == "cmake_options":
+        text = text.replace(
+            "  source_dir: src/beta", f"  source_dir: src/beta\n  options: {mapping}"
+        )
+    else:
+        text = text.replace("  cpu: {}", f"  cpu: {{options: {mapping}}}")
+    path = _write(project, "beta", text)
+    with pytest.raises(RecipeError) as info:
+        _load(project)
+    assert str(info.value).startswith(f"{path}: {key}: recipe 'beta': {problem}"), str(info.value)
+
+
+def test_validate_refuses_an_install_prefix_outside_the_project(project):
+    _write(
+        project,
+        "beta",
+        BASE.format(name="beta").replace(
+            "  source_dir: src/beta",
+            "  source_dir: src/beta\n  options: {CMAKE_INSTALL_PREFIX: /tmp/evil_prefix}",
+        ),
+    )
+    result = run_opforge("--project", str(project.root), "recipes", "validate")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    first, hint = result.stderr.strip().splitlines()
+    assert "beta.yaml: cmake.options.CMAKE_INSTALL_PREFIX: recipe 'beta': " in first
+    assert hint == "  hint: remove the option from the recipe"
+
+
+def test_every_define_opforge_passes_is_reserved_and_wins(tmp_path):
+    recipe = Recipe(
+        name="r",
+        path=tmp_path / "r.yaml",
+        raw={},
+        sources=("x",),
+        cmake=CMakeSpec("src"),
+        profiles={"gpu": Profile("gpu")},
+        outputs=("x",),
+    )
+    tools = {n: Tool(n, Path(f"/usr/bin/{n}"), "1") for n in ("cmake", "ninja", "c++", "nvcc")}
+    steps = cmake_steps(
+        recipe,
+        root=tmp_path,
+        build_dir=tmp_path / "b",
+        prefix=tmp_path / "dist",
+        options={"CMAKE_INSTALL_PREFIX": "/tmp/evil_prefix", "CMAKE_BUILD_TYPE": "Release"},
+        pin_paths={"tool": tmp_path / "tool.tar.gz"},
+        tools=tools,
+        jobs=1,
+    )
+    defines = dict(arg[2:].split("=", 1) for arg in steps[0].argv if arg.startswith("-D"))
+    assert defines["CMAKE_INSTALL_PREFIX"] == str(tmp_path / "dist")
+    assert defines["CMAKE_BUILD_TYPE"] == "Release"
+    for name in set(defines) - {"CMAKE_BUILD_TYPE"}:
+        assert option_problem(name) is not None, f"{name} is passed by opforge but not reserved"

@@ -21,7 +21,7 @@ PACKAGE = REPO / "src" / "opforge"
 # Lowest first; a module may import only from its own unit or a lower layer.
 LAYERS = (
     {"errors", "frameworks", "logtail", "proxies", "redact", "requirements"},
-    {"atomic", "dockerengine", "handoff", "paths", "pip", "yamlfile"},
+    {"atomic", "dirs", "dockerengine", "handoff", "paths", "pip", "yamlfile"},
     {"kernels", "settings", "yamledit"},
     {"pins"},
     {"recipes"},
@@ -61,6 +61,22 @@ def test_every_import_points_to_a_lower_layer():
             if layer.get(target, -1) >= layer[unit]:
                 upward.append(f"{path.relative_to(REPO)} -> opforge.{target}")
     assert not upward, upward
+
+
+def test_only_yamlfile_loads_yaml():
+    """Project files are read by one loader (size, aliases, nesting, duplicate keys); yamledit
+    only checks that a scalar it rendered itself loads back as that value."""
+    loads = ("load", "safe_load", "full_load", "unsafe_load", "load_all", "safe_load_all")
+    callers = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute)
+        and node.attr in loads
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "yaml"
+    }
+    assert callers == {"yamlfile.py", "yamledit.py"}
 
 
 def test_only_settings_reads_variables():

@@ -1,9 +1,14 @@
 """Reading a project YAML file safely, with errors that give the file and the line.
 
-Project files (pins, recipes) are small, hand-written and untrusted in the sense that a clone
-can carry anything. So: a size cap, UTF-8 only, libyaml's C parser where installed, no anchors
-or aliases (a 1 KB "billion laughs" file expands into gigabytes once anything walks it), and a
-nesting limit (deep nesting exhausts Python's recursion in the constructor).
+Project files (pins, recipes, the CI matrix, image versions, the op table) are small,
+hand-written and untrusted in the sense that a clone can carry anything. So: a size cap, UTF-8
+only, libyaml's C parser where installed, no anchors or aliases (a 1 KB "billion laughs" file
+expands into gigabytes once anything walks it), a nesting limit (deep nesting exhausts Python's
+recursion in the constructor), and no duplicate mapping keys (PyYAML keeps the last silently, so
+a second ``sha256:`` or a second pin of the same name would quietly replace the first).
+
+Every project file is read through ``read_yaml_file`` or ``parse_yaml``; nothing else in opforge
+calls ``yaml.load``.
 """
 
 from __future__ import annotations
@@ -17,9 +22,40 @@ from opforge.errors import ConfigError
 MAX_YAML_BYTES = 1 << 20
 MAX_YAML_DEPTH = 64
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 _OPENING = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _CLOSING = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+
+
+class _DuplicateKey(yaml.constructor.ConstructorError):
+    """A mapping names the same key twice: ``key``, where it is repeated and where it was first."""
+
+    def __init__(self, key: object, again: yaml.Mark, first: yaml.Mark) -> None:
+        super().__init__(problem=f"duplicate key {key!r}", problem_mark=again)
+        self.key = key
+        self.again = again
+        self.first = first
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """The safe loader (libyaml's where installed) refusing a key given twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        """The mapping of ``node``, or ``_DuplicateKey`` at the second occurrence of a key."""
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[object, yaml.Mark] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == _MERGE_TAG:
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    if key in seen:
+                        raise _DuplicateKey(key, key_node.start_mark, seen[key])
+                    seen[key] = key_node.start_mark
+                except TypeError:
+                    continue  # an unhashable key: the base class reports it
+        return super().construct_mapping(node, deep=deep)
 
 
 def _line(event: yaml.Event) -> str:
@@ -60,7 +96,13 @@ def parse_yaml(path: Path, text: str, error: type[ConfigError] = ConfigError) ->
         )
     try:
         _check_structure(path, text, error)
-        return yaml.load(text, Loader=_Loader)
+        return yaml.load(text, Loader=_Loader)  # _Loader is a safe loader
+    except _DuplicateKey as exc:
+        raise error(
+            f"{path}: duplicate key {exc.key!r} at line {exc.again.line + 1} "
+            f"(first at line {exc.first.line + 1})",
+            hint="give each key once; YAML would silently keep only the last",
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

@@ -9,11 +9,12 @@ from pathlib import Path
 from opforge.build.steps import Step
 from opforge.build.toolchain import Tool
 from opforge.recipes.model import OptionValue, Recipe
+from opforge.recipes.options import RESERVED_PREFIX
 
 
 def pin_variable(pin_name: str) -> str:
     """The CMake cache variable through which a pinned file's cached path reaches a build."""
-    return "OPFORGE_PIN_" + re.sub(r"[^A-Za-z0-9]", "_", pin_name).upper()
+    return RESERVED_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", pin_name).upper()
 
 
 def cmake_value(value: OptionValue) -> str:
@@ -36,7 +37,7 @@ def cmake_steps(
 ) -> list[Step]:
     """Configure, build and install steps for ``recipe``."""
     cmake = str(tools["cmake"].path)
-    defines = {
+    own = {
         "CMAKE_INSTALL_PREFIX": str(prefix),
         "CMAKE_PREFIX_PATH": str(prefix),
         "CMAKE_MAKE_PROGRAM": str(tools["ninja"].path),
@@ -44,8 +45,10 @@ def cmake_steps(
         # The interpreter running opforge: find modules ask it where pip put CUDA libraries.
         "Python3_EXECUTABLE": sys.executable,
         **{pin_variable(name): str(path) for name, path in pin_paths.items()},
-        **options,
     }
+    # Validation refuses recipe options naming these (opforge.recipes.options.RESERVED_DEFINES);
+    # should one get here anyway, opforge's own value still wins.
+    defines = {**options, **own}
     if "nvcc" in tools:
         defines["CMAKE_CUDA_COMPILER"] = str(tools["nvcc"].path)
     configure = (

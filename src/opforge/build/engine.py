@@ -25,6 +25,7 @@ from opforge.build.record import BuildRecord, TargetRecord
 from opforge.build.steps import Runner
 from opforge.build.toolchain import Tool, require_python_package, require_tool
 from opforge.build.wheel import build_wheel, wheel_files
+from opforge.dirs import BUILD_DIR_HINT, make_dirs
 from opforge.errors import BuildError, RecipeError
 from opforge.pins.digest import hash_file
 from opforge.pins.fetch import Fetcher
@@ -50,10 +51,10 @@ class TargetResult:
 def _build_lock(*directories: Path):
     """Hold an exclusive lock on each directory a build writes, or fail at once naming the one
     another build holds. ``dist/`` (and its build record) is shared by every build of a project,
-    whatever its build directory (containerised builds each have their own)."""
+    whatever its build directory (containerised builds each have their own). The directories
+    exist (``make_dirs``)."""
     with ExitStack() as stack:
         for directory in directories:
-            directory.mkdir(parents=True, exist_ok=True)
             handle = stack.enter_context(open(directory / ".opforge.lock", "w"))
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -116,7 +117,9 @@ class BuildEngine:
         # Every tool of every target first: a missing one is reported before anything builds.
         tools = {r.name: self._tools(r, profile) for r in ordered if profile in r.profiles}
         results: list[TargetResult] = []
-        with _build_lock(self.project.dist_dir, self.project.build_dir):
+        build_dir = make_dirs(self.project.build_dir, hint=BUILD_DIR_HINT)
+        dist_dir = make_dirs(self.project.dist_dir)
+        with _build_lock(dist_dir, build_dir):
             # Read under the lock: another build may have just written it.
             record = BuildRecord(self.project.build_record)
             for recipe in ordered:
@@ -207,7 +210,7 @@ class BuildEngine:
             self.say(f"[{recipe.name}] pins: {', '.join(recipe.pins)}")
         pin_paths = self.fetcher.fetch_many([pins.pins[name] for name in recipe.pins])
         log_path = build_dir / "opforge-build.log"
-        build_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(build_dir, hint=BUILD_DIR_HINT)
         log_path.unlink(missing_ok=True)
         steps = cmake_steps(
             recipe,

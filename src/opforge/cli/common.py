@@ -144,7 +144,8 @@ def add_image_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--extra-ca",
         metavar="PEM",
-        help="CA bundle pip trusts while building (default: $OPFORGE_EXTRA_CA, else $PIP_CERT)",
+        help="CA bundle pip trusts while building, a PEM file of at most 2 MiB "
+        "(default: $OPFORGE_EXTRA_CA, else $PIP_CERT)",
     )
     parser.add_argument(
         "--framework",

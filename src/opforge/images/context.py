@@ -14,7 +14,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from opforge.dirs import BUILD_DIR_HINT, make_dirs
 from opforge.errors import ConfigError
+from opforge.images.ca import read_ca_bundle
 from opforge.images.spec import ImageSpec
 from opforge.pins.digest import hash_file
 from opforge.pins.fetch import Fetcher
@@ -78,11 +80,13 @@ def assemble(
     dockerfile = images_dir / f"Dockerfile.{spec.flavour}"
     if not dockerfile.is_file():
         raise ConfigError(f"{dockerfile} is missing", hint="restore it from the repository")
-    if staging.exists():
+    # Read first: a bad bundle fails before anything is removed or downloaded.
+    ca = b"" if spec.extra_ca is None else read_ca_bundle(spec.extra_ca)
+    if staging.is_dir():
         shutil.rmtree(staging)
     ctx = staging / "context"
-    (ctx / "pinned").mkdir(parents=True)
-    (ctx / "wheels").mkdir()
+    make_dirs(ctx / "pinned", hint=BUILD_DIR_HINT)
+    make_dirs(ctx / "wheels", hint=BUILD_DIR_HINT)
     digest = hashlib.sha256()
 
     def record(label: str, data: bytes) -> None:
@@ -132,20 +136,6 @@ def assemble(
         for wheel in sorted(Path(folder).glob("*.whl")):
             _link_or_copy(wheel, ctx / "wheels" / wheel.name)
             record(f"wheel:{wheel.name}", hash_file(wheel)["sha256"].encode())
-    ca = b""
-    if spec.extra_ca is not None:
-        try:
-            ca = spec.extra_ca.read_bytes()
-        except OSError as exc:
-            raise ConfigError(
-                f"extra CA bundle {spec.extra_ca}: {exc.strerror}",
-                hint="pass a PEM file with --extra-ca, or set OPFORGE_EXTRA_CA",
-            ) from None
-        if b"-----BEGIN CERTIFICATE-----" not in ca:
-            raise ConfigError(
-                f"extra CA bundle {spec.extra_ca} holds no PEM certificate",
-                hint="give a PEM bundle, e.g. /etc/ssl/certs/ca-certificates.crt",
-            )
     (ctx / "extra-ca.pem").write_bytes(ca)
     record("extra-ca", ca)
     return BuildContext(staging, "Dockerfile", digest.hexdigest())

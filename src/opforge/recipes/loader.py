@@ -13,6 +13,7 @@ import jsonschema
 from opforge.errors import RecipeError
 from opforge.pins.model import PinSet
 from opforge.recipes.model import Recipe, recipe_from_dict
+from opforge.recipes.options import option_problem
 from opforge.recipes.paths import lexical_problem, link_problem
 from opforge.recipes.schema import RECIPE_SCHEMA, REMOVED_KEYS, SCHEMA_VERSIONS
 from opforge.requirements import requirement_problem
@@ -161,7 +162,27 @@ def _read_recipe(path: Path, problems: list[_Problem]) -> Recipe | None:
     if found:
         problems.extend(found)
         return None
-    return recipe_from_dict(path, raw)
+    recipe = recipe_from_dict(path, raw)
+    problems.extend(_option_problems(recipe))
+    return recipe
+
+
+def _option_problems(recipe: Recipe) -> list[_Problem]:
+    """A problem for each CMake option (the recipe's or a profile's) it may not set."""
+    sections = [("cmake.options", recipe.cmake.options)]
+    sections += [(f"profiles.{n}.options", p.options) for n, p in recipe.profiles.items()]
+    found = []
+    for where, options in sections:
+        for key in options:
+            refused = option_problem(key)
+            if refused:
+                problem, hint = refused
+                found.append(
+                    _Problem(
+                        f"{recipe.path}: {where}.{key}: recipe {recipe.name!r}: {problem}", hint
+                    )
+                )
+    return found
 
 
 def parse_recipe(path: Path) -> Recipe:

@@ -1,0 +1,58 @@
+"""Reading the extra CA bundle an image build trusts (``--extra-ca``, ``$OPFORGE_EXTRA_CA``).
+
+The bundle must be a regular file of at most ``MAX_CA_BYTES``: a device (``/dev/zero``), a FIFO
+or a huge file would otherwise be read without bound. Even the full Mozilla bundle a Debian
+system carries is about 220 KB, so the limit leaves ample room for a corporate bundle.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from opforge.errors import ConfigError
+
+MAX_CA_BYTES = 2 << 20
+_HINT = "pass a PEM file with --extra-ca, or set OPFORGE_EXTRA_CA"
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes from ``fd``, fewer only at its end."""
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 16))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_ca_bundle(path: Path) -> bytes:
+    """The bytes of the PEM bundle at ``path``; anything else is a one-line ``ConfigError``."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat below refuses it.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConfigError(f"extra CA bundle {path}: {exc.strerror}", hint=_HINT) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"extra CA bundle {path} is not a regular file", hint=_HINT)
+        data = _read_at_most(fd, MAX_CA_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"extra CA bundle {path}: {exc.strerror}", hint=_HINT) from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CA_BYTES:
+        raise ConfigError(
+            f"extra CA bundle {path} is larger than {MAX_CA_BYTES >> 20} MiB, the limit for a CA bundle",
+            hint="give the PEM file of the CA certificates to trust, not another file",
+        )
+    if b"-----BEGIN CERTIFICATE-----" not in data:
+        raise ConfigError(
+            f"extra CA bundle {path} holds no PEM certificate",
+            hint="give a PEM bundle, e.g. /etc/ssl/certs/ca-certificates.crt",
+        )
+    return data
