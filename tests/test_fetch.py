@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import socket
 import stat
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,7 +18,7 @@ from opforge.errors import ConfigError, DigestMismatch, OfflineMiss, PinError
 from opforge.pins.cache import ContentCache
 from opforge.pins.fetch import Fetcher, FetchSettings
 from opforge.pins.model import Pin
-from tests.conftest import sha256
+from tests.conftest import sha256, write_pins
 
 BODY = os.urandom(300_000)
 
@@ -262,3 +264,41 @@ def test_a_read_only_cache_still_serves_verified_files_offline(file_server, tmp_
         assert Fetcher(cache, offline=True).fetch(pin).read_bytes() == BODY
     finally:
         subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+def test_ctrl_c_stops_the_downloads_in_flight(tmp_path, file_server):
+    # Interrupted, `pins fetch` stops within a chunk: it does not wait for the whole file, and
+    # commits nothing to the cache (the partial stays for a resume).
+    body = os.urandom(100_000)
+    url = file_server.add("/slow.bin", body, trickle_s=0.002)  # minutes for the whole file
+    pins = write_pins(
+        tmp_path / "pins.yaml", f"pins:\n  slow:\n    url: {url}\n    sha256: {sha256(body)}\n"
+    )
+    cache = tmp_path / "cache"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "opforge",
+            "pins",
+            "fetch",
+            "--pins",
+            str(pins),
+            "--cache",
+            str(cache),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not any(p.stat().st_size for p in cache.rglob("*.part")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert time.monotonic() < deadline, "the download never started"
+    process.send_signal(signal.SIGINT)
+    interrupted = time.monotonic()
+    _, errors = process.communicate(timeout=60)
+    assert time.monotonic() - interrupted < 5, "Ctrl-C waited for the download to finish"
+    assert process.returncode == 130 and "opforge: interrupted" in errors, errors
+    assert "Traceback" not in errors
+    assert not [p for p in cache.glob("sha256/**/*") if p.is_file()], "nothing was committed"

@@ -86,6 +86,10 @@ class FetchSettings:
             )
 
 
+class _Stopped(Exception):
+    """The download was stopped because the fetch it belongs to was interrupted."""
+
+
 class _Budget:
     """The time left for one file, shared by all its attempts and URLs."""
 
@@ -103,11 +107,13 @@ class _Budget:
         if self.left() <= 0:
             raise _OutOfTime()
 
-    def sleep(self, seconds: float) -> None:
+    def sleep(self, seconds: float, stop: threading.Event) -> None:
+        """Wait ``seconds`` (a retry's back-off), or until ``stop`` is set."""
         if seconds >= self.left():
-            time.sleep(max(0.0, self.left()))
+            stop.wait(max(0.0, self.left()))
             raise _OutOfTime()
-        time.sleep(seconds)
+        if stop.wait(seconds):
+            raise _Stopped()
 
     def timeout(self, per_read: float) -> float:
         self.check()
@@ -130,6 +136,9 @@ class Fetcher:
         self.settings = settings or FetchSettings()
         self.log = log
         self._local = threading.local()
+        # Set when fetch_many is interrupted: downloads in flight stop at their next chunk
+        # (their partial files stay for a resume) instead of running to the end.
+        self._stopping = threading.Event()
 
     def _session(self) -> requests.Session:
         # requests.Session is not documented as thread-safe: one per worker thread.
@@ -266,11 +275,17 @@ class Fetcher:
         errors: list[PinError] = []
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = {pool.submit(self.fetch, pin): pin for pin in pins}
-            for future, pin in futures.items():
-                try:
-                    results[pin.name] = future.result()
-                except PinError as exc:
-                    errors.append(exc)
+            try:
+                for future, pin in futures.items():
+                    try:
+                        results[pin.name] = future.result()
+                    except PinError as exc:
+                        errors.append(exc)
+            except BaseException:
+                # Ctrl-C (or any failure here): stop the workers rather than wait for whole files.
+                self._stopping.set()
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
         if errors:
             if len(errors) > 1:
                 others = ", ".join(str(e).split(":", 1)[0] for e in errors[1:])
@@ -303,7 +318,7 @@ class Fetcher:
         last: Exception | None = None
         for attempt in range(retries + 1):
             if attempt:
-                budget.sleep(self.settings.backoff * 2 ** (attempt - 1))
+                budget.sleep(self.settings.backoff * 2 ** (attempt - 1), self._stopping)
             try:
                 self._attempt(pin, url, temp, limit, budget)
                 return
@@ -392,6 +407,8 @@ class Fetcher:
             # byte received for the resume (iter_content's buffered reads would drop them). One
             # byte more than the limit allows is asked for, to tell "exactly" from "too much".
             while chunk := response.raw.read1(min(_CHUNK, limit - received + 1)):
+                if self._stopping.is_set():
+                    raise _Stopped()
                 if received + len(chunk) > limit:
                     raise _Permanent(f"the server sent more than {what}; stopped there")
                 try:
