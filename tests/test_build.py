@@ -511,6 +511,18 @@ def test_gpu_torch_adapter_builds_without_a_cuda_torch(tmp_path):
         text=True,
     )
     assert probe.returncode != 0 and "libtorch_cuda.so" in probe.stderr
+    # Imported, the adapter says which build it is and what to install instead.
+    imported = subprocess.run(
+        [sys.executable, "-c", "import opforge.torch"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(project / "dist" / "gpu" / "python")},
+    )
+    assert imported.returncode != 0
+    assert (
+        "this is the GPU build of opforge-torch, which needs a CUDA build of torch"
+        in (imported.stderr.strip().splitlines()[-1])
+    )
 
 
 # --- inputs the build tool cannot see, profile outputs, wheels, dist install, the lock -------

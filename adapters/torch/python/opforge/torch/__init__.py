@@ -18,7 +18,12 @@ def _load() -> None:
     try:
         torch.ops.load_library(str(library))
     except OSError as exc:
-        if "libtorch_cuda" in str(exc):
+        # torch 2.13 raises its own "Could not load this library" with the loader's message
+        # (which names the missing libtorch_cuda) as the cause.
+        causes = [exc]
+        while causes[-1].__cause__ is not None and len(causes) < 8:
+            causes.append(causes[-1].__cause__)
+        if any("libtorch_cuda" in str(cause) for cause in causes):
             raise ImportError(
                 "opforge.torch: this is the GPU build of opforge-torch, which needs a CUDA build "
                 f"of torch (this torch, {torch.__version__}, has none): install a CUDA torch, or "
