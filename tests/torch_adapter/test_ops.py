@@ -352,6 +352,62 @@ def test_errors_name_the_op_and_the_problem(call, message, device):
     assert message in str(info.value)
 
 
+ARGUMENT_ERRORS = [
+    (
+        lambda x: ot.softmax(x, None),
+        TypeError,
+        "opforge::softmax: dim must be an int, got NoneType",
+    ),
+    (
+        lambda x: ot.softmax(x, 1.0),
+        TypeError,
+        "opforge::softmax: dim must be an int, got float 1.0",
+    ),
+    (
+        lambda x: ot.softmax(x, 2**64),
+        OverflowError,
+        "opforge::softmax: dim is out of range for a 64-bit int, got 18446744073709551616",
+    ),
+    (
+        lambda x: ot.argmax(x, (0, 1)),
+        TypeError,
+        "opforge::argmax: dim must be an int or None, got tuple (0, 1)",
+    ),
+    (
+        lambda x: ot.gelu(x, approximate=None),
+        TypeError,
+        "opforge::gelu: approximate must be a string, got NoneType",
+    ),
+    (
+        lambda x: ot.batch_norm(x, None, None, training=True, momentum=None),
+        TypeError,
+        "opforge::batch_norm: momentum must be a number, got NoneType",
+    ),
+    (
+        lambda x: ot.add(x, x, alpha=2j),
+        TypeError,
+        "opforge::add: alpha must be a number, got complex",
+    ),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    ARGUMENT_ERRORS,
+    ids=[m.split(": ", 1)[1][:30] for _, _, m in ARGUMENT_ERRORS],
+)
+def test_arguments_of_the_wrong_type_are_one_line_errors(
+    call, error, message, device, requires_grad
+):
+    # torch's own schema matching would print a many-line message ending in a C++ declaration.
+    x = torch.ones(4, 3, device=device, requires_grad=requires_grad)
+    with pytest.raises(error) as info:
+        call(x)
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
 @pytest.mark.gpu
 def test_cpu_cuda_mix_is_refused():
     with pytest.raises(RuntimeError, match="opforge::add: device mismatch: b is on cuda:0"):

@@ -335,16 +335,23 @@ def _dispatch(op: Op) -> list[str]:
         "",
         "",
         f"def _{op.name}({', '.join(names)}):",
-        f"    keys = kernel_keys({', '.join(tensors)})",
-        "    if keys is not None:",
-        f"        return _{op.name}_direct(keys, {', '.join(names)})",
+        # An argument of the wrong type fails in torch's schema matching with a many-line
+        # message; argument_error makes it one line (free when nothing is raised).
+        "    try:",
+        f"        keys = kernel_keys({', '.join(tensors)})",
+        "        if keys is not None:",
+        f"            return _{op.name}_direct(keys, {', '.join(names)})",
     ]
     if op.backward is not None:
         lines += [
-            f"    if helper_needs_autograd({', '.join(tensors)}):",
-            f"        return _{op.class_name}.apply({', '.join(names)})",
+            f"        if helper_needs_autograd({', '.join(tensors)}):",
+            f"            return _{op.class_name}.apply({', '.join(names)})",
         ]
-    lines.append(f"    return {call}({', '.join(names)})")
+    lines += [
+        f"        return {call}({', '.join(names)})",
+        "    except RuntimeError as exc:",
+        "        raise argument_error(exc) from None",
+    ]
     return [*lines, "", ""]
 
 
@@ -359,6 +366,7 @@ def python_source(table: OpTable) -> str:
         "",
         "from opforge.torch import _shapes",
         "from opforge.torch._runtime import (",
+        "    argument_error,",
         "    autograd_kernel,",
         "    cast_result,",
         "    direct_kernel,",

@@ -9,6 +9,7 @@ gives a ``jvp``. Every transform opforge does not support raises an error naming
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import torch
@@ -292,6 +293,32 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
 def cast_result(out: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
     """A promoted op's result in the dtype ``promote`` said it must have."""
     return out if dtype is None else out.to(dtype)
+
+
+_SCHEMA_MISMATCH = re.compile(
+    r"^(opforge::\w+)\(\) Expected a value of type '(.+?)' for argument '(\w+)' but instead "
+    r"found type '(\w+)'\.\nPosition: \d+\nValue: (.*)$",
+    re.MULTILINE,
+)
+
+
+def argument_error(exc: RuntimeError) -> Exception:
+    """torch's many-line schema mismatch (an argument of the wrong type) as one line naming the
+    op and the argument; any other error as it is."""
+    found = _SCHEMA_MISMATCH.match(str(exc))
+    if found is None:
+        return exc
+    op, expected, name, got, value = found.groups()
+    if got == expected:
+        return OverflowError(f"{op}: {name} is out of range for a 64-bit {expected}, got {value}")
+    optional = expected.startswith("Optional[")
+    kind = expected[len("Optional[") : -1] if optional else expected
+    wanted = {"int": "an int", "float": "a number", "bool": "a bool", "str": "a string"}.get(
+        kind, kind
+    )
+    return TypeError(
+        f"{op}: {name} must be {wanted}{' or None' if optional else ''}, got {got} {value}"
+    )
 
 
 def int_list(function: str, name: str, value) -> list:
