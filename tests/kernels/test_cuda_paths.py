@@ -557,49 +557,29 @@ def test_batch_norm_view(gpu_library, memory, torch, layout):
     )
     if layout == "strided-params":
         w, b, rm, rv, sm, si = (strided_vector(torch, t) for t in (w, b, rm, rv, sm, si))
+
+    def batch_norm(training: bool, y, save_mean, save_invstd) -> None:
+        tensors = {"x": x, "weight": w, "bias": b, "running_mean": rm, "running_var": rv}
+        tensors |= {"y": y, "save_mean": save_mean, "save_invstd": save_invstd}
+        call(
+            gpu_library.call,
+            "batch_norm",
+            **{name: desc(t) for name, t in tensors.items()},
+            training=training,
+            momentum=0.1,
+            eps=eps,
+            stream=memory.stream,
+        )
+        torch.cuda.synchronize()
+
     y = torch.full_like(x, float("nan"))
     ref = bn_reference(torch, x, w, b, rm, rv, 0.1, eps)
-    call(
-        gpu_library.call,
-        "batch_norm",
-        **dict(
-            zip(
-                ("x", "weight", "bias", "running_mean", "running_var"),
-                (desc(t) for t in (x, w, b, rm, rv)),
-                strict=True,
-            )
-        ),
-        training=True,
-        momentum=0.1,
-        eps=eps,
-        **dict(zip(("y", "save_mean", "save_invstd"), (desc(t) for t in (y, sm, si)), strict=True)),
-        stream=memory.stream,
-    )
-    torch.cuda.synchronize()
+    batch_norm(True, y, sm, si)
     for ours, expected in zip((y, sm, si, rm, rv), ref, strict=True):
         torch.testing.assert_close(ours.double(), expected, rtol=2e-5, atol=2e-5)
 
     yi = torch.full_like(x, float("nan"))
-    smi, sii = torch.empty(c, device="cuda"), torch.empty(c, device="cuda")
-    call(
-        gpu_library.call,
-        "batch_norm",
-        **dict(
-            zip(
-                ("x", "weight", "bias", "running_mean", "running_var"),
-                (desc(t) for t in (x, w, b, rm, rv)),
-                strict=True,
-            )
-        ),
-        training=False,
-        momentum=0.1,
-        eps=eps,
-        y=desc(yi),
-        save_mean=desc(smi),
-        save_invstd=desc(sii),
-        stream=memory.stream,
-    )
-    torch.cuda.synchronize()
+    batch_norm(False, yi, torch.empty(c, device="cuda"), torch.empty(c, device="cuda"))
     shape = [1, -1] + [1] * (x.dim() - 2)
     expected = (x.double() - rm.double().view(shape)) / torch.sqrt(rv.double().view(shape) + eps)
     expected = expected * w.double().view(shape) + b.double().view(shape)
