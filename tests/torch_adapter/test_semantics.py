@@ -71,7 +71,9 @@ def test_numbers_the_result_dtype_cannot_hold_are_applied_as_torch_does(device, 
     same(ours(h, 1e-8), native(h, 1e-8))
     b = torch.tensor([3.0e-30, 1.0], device=device, dtype=torch.bfloat16)
     same(ours(b, 1e-39), in_float32(b, 1e-39))
-    wide = torch.tensor(1e-8, device=device)  # a 0-d float32 tensor: the result stays float16
+    # A 0-d float32 tensor: the result stays float16; torch reads a CPU one as an unrounded
+    # scalar and casts a CUDA one down like any operand.
+    wide = torch.tensor(1e-8, device=device)
     same(ours(h, wide), native(h, wide))
     x = h.clone().requires_grad_()
     (grad,) = torch.autograd.grad(ours(x, 1e-8).sum(), x)

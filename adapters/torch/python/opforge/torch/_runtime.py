@@ -247,6 +247,17 @@ def _rounds_away(value, dtype: torch.dtype) -> bool:
     return magnitude != 0.0 and magnitude != float("inf") and not info.tiny <= magnitude <= info.max
 
 
+def _cpu_scalar(value) -> bool:
+    # A 0-d float32 CPU tensor, which torch reads as a scalar in float32; a 0-d CUDA tensor is an
+    # operand like any other, cast down first.
+    return (
+        isinstance(value, torch.Tensor)
+        and value.dim() == 0
+        and value.dtype == torch.float32
+        and value.device.type == "cpu"
+    )
+
+
 def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | None]:
     """Two operands as tensors of one dtype under torch's type promotion, and the dtype the
     result must be cast to afterwards (None: the operands' own).
@@ -254,8 +265,9 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
     Python numbers become 0-d tensors on the other operand's device; results outside float32,
     float16 and bfloat16 are refused naming the function. torch computes float16 and bfloat16
     in float32 with the other operand as given: where casting it down would change it beyond
-    rounding (a number that would become 0, a subnormal or inf; a wider 0-d tensor, whose value
-    is not read), the operands go in as float32 and the result is cast down once, as torch's.
+    rounding (a number that would become 0, a subnormal or inf; a 0-d float32 CPU tensor, whose
+    value is not read), the operands go in as float32 and the result is cast down once, as
+    torch's.
     """
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype:
         return a, b, None
@@ -274,11 +286,7 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
             "float16 and bfloat16"
         )
     compute, cast = dtype, None
-    if dtype in _HALF and any(
-        _rounds_away(v, dtype)
-        or (isinstance(v, torch.Tensor) and v.dim() == 0 and v.dtype == torch.float32)
-        for v in (a, b)
-    ):
+    if dtype in _HALF and any(_rounds_away(v, dtype) or _cpu_scalar(v) for v in (a, b)):
         compute, cast = torch.float32, dtype
     device = a.device if isinstance(a, torch.Tensor) else b.device
     a, b = (
