@@ -330,7 +330,13 @@ ERRORS = [
         "opforge::batch_norm: needs at least 2 values per channel, got x of shape [1, 3]",
     ),
     (
-        lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, training=True, eps=-1.0),
+        lambda d: ot.batch_norm(
+            torch.ones(4, 3, device=d),
+            torch.zeros(3, device=d),
+            torch.ones(3, device=d),
+            training=False,
+            eps=-1.0,
+        ),
         "opforge::batch_norm: eps must be at least 0",
     ),
     (

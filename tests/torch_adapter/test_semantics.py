@@ -179,6 +179,19 @@ def test_batch_norm_matches_functional_batch_norm(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_batch_norm_refuses_eps_zero_in_training_as_torch(device):
+    x = torch.ones(4, 3, device=device)  # a constant channel: 1 / sqrt(0 + eps)
+    for fn in (ot.batch_norm, torch.nn.functional.batch_norm):
+        with pytest.raises(ValueError, match=r"eps must be positive during training, but got 0\.0"):
+            fn(x, None, None, training=True, eps=0.0)
+    stats = torch.zeros(3, device=device), torch.ones(3, device=device)
+    same(
+        ot.batch_norm(x, *stats, training=False, eps=0.0),
+        torch.nn.functional.batch_norm(x, *stats, training=False, eps=0.0),
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(
     ("a_shape", "b_shape"), [((10, 1, 5), (1, 10, 5)), ((4, 3), (3,)), ((2, 3), ())]
 )

@@ -364,6 +364,7 @@ def python_source(table: OpTable) -> str:
         "",
         "import torch",
         "",
+        "from opforge.torch import _runtime as _rt",
         "from opforge.torch import _shapes",
         "from opforge.torch._runtime import (",
         "    argument_error,",

@@ -48,7 +48,7 @@ FRAMEWORKS = ("torch", "mindspore")
 _FUNCTION_KEYS = {"def", "doc", "args", "returns", "promote", "zero_dim_as_number"}
 # The modules a framework function's expressions may use besides its parameters: what the
 # generated _ops.py of each adapter imports under these names.
-EXPRESSION_MODULES = {"torch": {"torch"}, "mindspore": {"ops", "_rt"}}
+EXPRESSION_MODULES = {"torch": {"torch", "_rt"}, "mindspore": {"ops", "_rt"}}
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _ARG = re.compile(
     r"^(Tensor(?:\([a-z]!\))?\??|int\[\]|int\??|float\??|bool|str)\s+([a-z][a-z0-9_]*)$"

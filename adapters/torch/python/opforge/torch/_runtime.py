@@ -329,6 +329,14 @@ def argument_error(exc: RuntimeError) -> Exception:
     )
 
 
+def training_eps(eps, training):
+    """batch_norm's eps, refused as torch refuses it: not above 0 while training (the batch
+    variance of a constant channel is 0, and 1/sqrt(0) is inf)."""
+    if training and isinstance(eps, (int, float)) and not eps > 0:
+        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
+    return eps
+
+
 def int_list(function: str, name: str, value) -> list:
     """An int-list argument checked as torch checks it (a tuple, list or torch.Size of ints)."""
     if isinstance(value, (tuple, list)) and all(
