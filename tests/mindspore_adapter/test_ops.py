@@ -355,3 +355,16 @@ def test_non_tensor_inputs_say_a_mindspore_tensor_is_needed(value):
         TypeError, match=r"opforge.mindspore.softmax: input must be a mindspore.Tensor"
     ):
         ofm.softmax(value)
+
+
+def test_numbers_past_64_bits_are_refused_naming_the_argument():
+    # PYNATIVE only: in GRAPH mode MindSpore's parser wraps such a constant to an int64 before
+    # any op sees it (mindspore.ops.add gets the same wrapped value).
+    with pytest.raises(
+        OverflowError, match=r"^opforge\.mindspore\.add: alpha is too large for a double"
+    ):
+        ofm.add(f32(3), f32(3), alpha=10**400)
+    with pytest.raises(
+        OverflowError, match=r"^opforge\.mindspore\.softmax: dim is out of range for a 64-bit int"
+    ):
+        ofm.softmax(f32(3), 2**64)

@@ -94,6 +94,14 @@ def _check_scalar(fn: str, name: str, kind: str, value: object) -> None:
         raise _fail(fn, f"{name} must be an int, got {value!r}", TypeError)
     if base == "float" and not numeric:
         raise _fail(fn, f"{name} must be a number, got {value!r}", TypeError)
+    if base == "float" and isinstance(value, int) and abs(value) > np.finfo(np.float64).max:
+        raise _fail(
+            fn,
+            f"{name} is too large for a double, got an int of {len(str(abs(value)))} digits",
+            OverflowError,
+        )
+    if base == "int" and not -(2**63) <= int(value) < 2**63:
+        raise _fail(fn, f"{name} is out of range for a 64-bit int, got {value}", OverflowError)
     if base == "bool" and not isinstance(value, (bool, np.bool_)):
         raise _fail(fn, f"{name} must be a bool, got {value!r}", TypeError)
     if base == "int[]" and not (
