@@ -431,3 +431,21 @@ def test_the_gpu_plugin_check_reads_the_plugin_the_framework_loads_on_that_cuda(
         "mindspore/lib/plugin/libmindspore_gpu.so.11.1": ["libnvrtc.so.11.1"]
     }
     assert unresolved_links(ldd, "10.2") == {}
+
+
+def test_a_project_without_its_matrix_or_versions_gives_the_hint(tmp_path):
+    (tmp_path / "checksums.yaml").write_text("pins: {}\n")
+    matrix = cli(tmp_path, "ci", "list")
+    assert matrix.returncode == 1
+    assert matrix.stderr.splitlines() == [
+        f"opforge: error: cannot read {tmp_path / 'ci' / 'matrix.yaml'}: No such file or directory",
+        f"  hint: {tmp_path / 'ci' / 'matrix.yaml'} is the CI matrix of the project: run from an "
+        "opforge checkout, or pass --project DIR",
+    ]
+    (tmp_path / "ci").mkdir()
+    shutil.copy(MATRIX, tmp_path / "ci" / "matrix.yaml")
+    versions = cli(tmp_path, "ci", "list")
+    assert versions.returncode == 1
+    lines = versions.stderr.splitlines()
+    assert lines[0].startswith(f"opforge: error: cannot read {tmp_path / 'images'}")
+    assert lines[1].startswith("  hint: ") and "--project DIR" in lines[1]

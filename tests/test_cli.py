@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -311,3 +312,107 @@ def test_doctor_finds_the_cudnn_the_build_links(tmp_path, monkeypatch):
 
     _cudnn_at(tmp_path / "full", "9.5.2", "include/x86_64-linux-gnu", "lib/x86_64-linux-gnu")
     assert doctor._cudnn(tmp_path / "full").detail == f"9.5.2 at {tmp_path / 'full'}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "text"),
+    [
+        (["build", "--jobs", "-3"], "argument --jobs: must be more than 0, got -3"),
+        (["build", "--jobs", "0"], "argument --jobs: must be more than 0, got 0"),
+        (["build", "--jobs", "two"], "argument --jobs: expected a whole number, got 'two'"),
+        (["pins", "fetch", "--jobs", "0"], "argument --jobs: must be more than 0, got 0"),
+        (["pins", "fetch", "--retries", "-1"], "argument --retries: must be 0 or more, got -1"),
+        (["pins", "fetch", "--max-bytes", "0"], "argument --max-bytes: must be more than 0"),
+    ],
+)
+def test_bad_numbers_are_refused_by_the_parser_in_one_line(tmp_path, argv, text):
+    """Refused before anything runs (no build, no download), in opforge's one-line style."""
+    result = run(*argv, cwd=tmp_path)
+    assert result.returncode == 2
+    assert_user_error(result, text)
+    assert result.stderr.splitlines()[1] == f"  hint: see `opforge {' '.join(argv[:-2])} --help`"
+    assert "usage:" not in result.stderr and not (tmp_path / "build").exists()
+
+
+def test_a_missing_command_is_one_line_with_a_hint():
+    result = run()
+    assert result.returncode == 2
+    assert_user_error(result, "the following arguments are required: COMMAND")
+    assert "hint: see `opforge --help`" in result.stderr
+
+
+def test_a_missing_project_directory_is_named(tmp_path):
+    result = run("--project", str(tmp_path / "nonexistent"), "pins", "list")
+    assert_user_error(result, f"project directory {tmp_path / 'nonexistent'} (--project) does not")
+    assert "hint: point --project at the root of an opforge checkout" in result.stderr
+    assert "--pins" not in result.stderr
+
+
+def test_a_cache_root_that_is_a_file_is_named(tmp_path, pins_file):
+    not_a_dir = tmp_path / "cache-file"
+    not_a_dir.write_text("")
+    for cache in (not_a_dir, not_a_dir / "below"):
+        for action in ("fetch", "verify"):
+            result = run(
+                "pins", action, "--pins", str(pins_file), env={"OPFORGE_CACHE": str(cache)}
+            )
+            assert_user_error(result, f"cache root {cache} is not a directory")
+            assert "hint: set OPFORGE_CACHE (or pass --cache) to a directory" in result.stderr
+            assert "remove" not in result.stderr
+
+
+def _docker_hint(*argv: str, tmp_path: Path, cwd: Path = REPO) -> str:
+    env = {"DOCKER_HOST": f"unix://{tmp_path / 'no-docker.sock'}"}
+    result = run(*argv, cwd=cwd, env=env)
+    assert_user_error(result, "no Docker engine answers")
+    return result.stderr.splitlines()[-1]
+
+
+def test_no_engine_hints_name_only_options_the_command_has(tmp_path):
+    for argv in (["images", "build"], ["images", "lock"]):
+        assert (
+            _docker_hint(*argv, tmp_path=tmp_path) == "  hint: start dockerd (or set DOCKER_HOST)"
+        )
+    cell = run("ci", "list").stdout.split()[0]
+    junit = str(tmp_path / "reports")
+    hint = _docker_hint("ci", "run-cell", cell, "--junit-dir", junit, tmp_path=tmp_path)
+    assert "--dry-run" in hint and "--runner" not in hint
+    project = tmp_path / "project"
+    project.mkdir()
+    _probe_project(project)
+    for command in ("build", "test"):
+        argv = (command, "--runner", "docker", "--cache", str(tmp_path / "cache"))
+        assert "--runner host" in _docker_hint(*argv, tmp_path=tmp_path, cwd=project)
+
+
+def _probe_project(root: Path) -> None:
+    (root / "checksums.yaml").write_text("pins: {}\n")
+    (root / "recipes").mkdir()
+    (root / "lib").mkdir()
+    (root / "lib" / "CMakeLists.txt").write_text("project(lib NONE)\n")
+    probe = "import os; open('dist.txt', 'w').write(os.environ.get('OPFORGE_TEST_DIST', '-'))"
+    (root / "recipes" / "lib.yaml").write_text(
+        "name: lib\nschema: 1\nsources: [lib/*]\ncmake: {source_dir: lib}\n"
+        "profiles: {cpu: {}, gpu: {}}\noutputs: [lib/x]\n"
+        f'test: {{command: [python, -c, "{probe}"]}}\n'
+    )
+
+
+def test_host_tests_honour_the_profile(tmp_path):
+    """`test --profile P` on the host tests P's build in dist/ (OPFORGE_TEST_DIST=P, as in the
+    runtime image); without --profile the tests build their own."""
+    _probe_project(tmp_path)
+    plain = run("test", cwd=tmp_path, env={"OPFORGE_TEST_DIST": ""})
+    assert plain.returncode == 0, plain.stderr
+    assert (tmp_path / "dist.txt").read_text() in ("", "-")
+    refused = run("test", "--profile", "gpu", cwd=tmp_path)
+    assert_user_error(refused, "--profile gpu tests the gpu build in dist/")
+    assert "hint: run `opforge build --profile gpu` first" in refused.stderr
+    (tmp_path / "dist").mkdir()
+    record = {"recipe": "lib", "profile": "gpu", "inputs_sha256": "0", "inputs": {}, "prefix": ""}
+    (tmp_path / "dist" / "build-record.json").write_text(
+        json.dumps({"schema": 1, "targets": {"lib": {"gpu": record}}})
+    )
+    result = run("test", "--profile", "gpu", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "dist.txt").read_text() == "gpu"

@@ -335,19 +335,25 @@ def test_the_extra_ca_must_be_a_small_regular_pem_file(tmp_path):
         read_ca_bundle(tmp_path / "missing.pem")
 
 
-def test_images_context_refuses_dev_zero_as_the_ca_before_writing_anything(tmp_path):
-    build = tmp_path / "build"
-    result = run_opforge(
+def _offline_context(tmp_path, *extra: str, env: dict):
+    """`opforge images context --offline` of this checkout with a cache under tmp_path."""
+    return run_opforge(
         "images",
         "context",
         "--offline",
         "--cache",
         str(tmp_path / "cache"),
-        "--extra-ca",
-        "/dev/zero",
+        *extra,
         cwd=REPO,
-        env={"OPFORGE_BUILD_DIR": str(build)},
+        env=env,
         timeout=60,
+    )
+
+
+def test_images_context_refuses_dev_zero_as_the_ca_before_writing_anything(tmp_path):
+    build = tmp_path / "build"
+    result = _offline_context(
+        tmp_path, "--extra-ca", "/dev/zero", env={"OPFORGE_BUILD_DIR": str(build)}
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.splitlines() == [
@@ -360,15 +366,8 @@ def test_images_context_refuses_dev_zero_as_the_ca_before_writing_anything(tmp_p
 def test_images_context_names_a_build_dir_that_is_a_file(tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("")
-    result = run_opforge(
-        "images",
-        "context",
-        "--offline",
-        "--cache",
-        str(tmp_path / "cache"),
-        cwd=REPO,
-        env={"OPFORGE_BUILD_DIR": str(afile), "OPFORGE_EXTRA_CA": "", "PIP_CERT": ""},
-        timeout=60,
+    result = _offline_context(
+        tmp_path, env={"OPFORGE_BUILD_DIR": str(afile), "OPFORGE_EXTRA_CA": "", "PIP_CERT": ""}
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     first, hint = result.stderr.splitlines()

@@ -311,3 +311,26 @@ def test_update_is_not_limited_by_the_recorded_size(file_server, fetcher, tmp_pa
     result = update_pin(path, "wheel", fetcher)
     assert result.new.size == len(body)
     assert load_pins(path).pins["wheel"].size == len(body)
+
+
+def test_a_pins_file_that_cannot_be_written_gives_a_hint(
+    file_server, fetcher, tmp_path, monkeypatch
+):
+    """`pins update` rewrites the pins file atomically; when the rename is refused (a read-only
+    checkout, which root does not meet in a test) the error names the file and says what to check."""
+    import opforge.atomic
+
+    body = os.urandom(1_000)
+    path = _write_template(tmp_path / "checksums.yaml", file_server.add("/w.whl", body), GOOD)
+
+    def refuse(target, keep_mode=False):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(opforge.atomic, "replacing", refuse)
+    with pytest.raises(ConfigError) as info:
+        update_pin(path, "wheel", fetcher)
+    assert info.value.message == f"cannot write {path}: Permission denied"
+    assert (
+        info.value.hint
+        == f"check that {tmp_path} exists and you can write there (permissions, space)"
+    )

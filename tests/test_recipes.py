@@ -347,3 +347,18 @@ def test_every_define_opforge_passes_is_reserved_and_wins(tmp_path):
     assert defines["CMAKE_BUILD_TYPE"] == "Release"
     for name in set(defines) - {"CMAKE_BUILD_TYPE"}:
         assert option_problem(name) is not None, f"{name} is passed by opforge but not reserved"
+
+
+def test_a_removed_key_and_a_missing_recipe_file_come_with_hints(project):
+    """Through the CLI: the message line, then a hint saying what to change."""
+    root = project.root
+    missing = run_opforge("--project", str(root), "recipes", "validate", str(root / "nope.yaml"))
+    assert missing.returncode == 1
+    lines = missing.stderr.strip().splitlines()
+    assert lines[0] == f"opforge: error: {root / 'nope.yaml'}: no such recipe file or directory"
+    assert lines[1] == "  hint: check the path: give a recipe .yaml file, or a directory of them"
+    path = _write(project, "beta", BASE.format(name="beta") + "kind: cmake\n")
+    removed = run_opforge("--project", str(root), "recipes", "validate")
+    lines = removed.stderr.strip().splitlines()
+    assert lines[0].startswith(f"opforge: error: {path}: kind: no longer a recipe key")
+    assert lines[1] == f"  hint: delete `kind:` in {path}"

@@ -41,4 +41,7 @@ def write_text(path: Path, text: str, *, keep_mode: bool = False) -> None:
         with replacing(path, keep_mode=keep_mode) as temp:
             temp.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot write {path}: {exc.strerror}") from None
+        raise ConfigError(
+            f"cannot write {path}: {exc.strerror}",
+            hint=f"check that {path.parent} exists and you can write there (permissions, space)",
+        ) from None

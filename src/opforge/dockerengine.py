@@ -14,9 +14,12 @@ CLIENT_TIMEOUT_S = 600
 PROBE_TIMEOUT_S = 3
 
 
-def docker_client(timeout: int = CLIENT_TIMEOUT_S) -> DockerClient:
+def docker_client(timeout: int = CLIENT_TIMEOUT_S, instead: str | None = None) -> DockerClient:
     """A Docker SDK client for the engine of this environment (DOCKER_HOST or the local
-    socket, as the SDK reads them), or ``ToolMissing`` saying why there is none."""
+    socket, as the SDK reads them), or ``ToolMissing`` saying why there is none.
+
+    ``instead``: what the calling command can do without an engine (its hint names it only
+    where the command has such an option, e.g. ``use --runner host``)."""
     try:
         import docker
         from docker.errors import DockerException
@@ -30,7 +33,7 @@ def docker_client(timeout: int = CLIENT_TIMEOUT_S) -> DockerClient:
     except DockerException as exc:
         raise ToolMissing(
             f"no Docker engine answers ({type(exc).__name__})",
-            hint="start dockerd (or set DOCKER_HOST), or use --runner host",
+            hint="start dockerd (or set DOCKER_HOST)" + (f", or {instead}" if instead else ""),
         ) from None
     return client
 

@@ -47,3 +47,12 @@ class BuildError(OpforgeError):
 
 class ToolMissing(BuildError):
     """A tool a build needs (cmake, ninja, a compiler) is not on PATH."""
+
+
+def unreadable(path: object, exc: OSError, what: str = "a project file") -> ConfigError:
+    """The error for a file that cannot be read, with a hint fitting why (missing or not)."""
+    if isinstance(exc, FileNotFoundError):
+        hint = f"{path} is {what}: run from an opforge checkout, or pass --project DIR"
+    else:
+        hint = f"check that {path} is a file you can read (permissions)"
+    return ConfigError(f"cannot read {path}: {exc.strerror}", hint=hint)

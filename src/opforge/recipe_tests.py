@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -41,9 +42,14 @@ def runnable_test_command(recipe: Recipe) -> list[str]:
     return argv
 
 
-def run_host_tests(project: Project, targets: list[str]) -> int:
+def run_host_tests(project: Project, targets: list[str], profile: str | None = None) -> int:
     """Run the test command of ``targets`` (all when empty) in the project root, in dependency
-    order; stop at the first failure and return its exit status."""
+    order; stop at the first failure and return its exit status.
+
+    ``profile``: the tests use what that profile's build left in dist/ (``OPFORGE_TEST_DIST``, as
+    in the runtime image); None: they build what they test themselves."""
+    # The test processes inherit this environment, as build steps do (build.steps).
+    env = None if profile is None else {**os.environ, "OPFORGE_TEST_DIST": profile}
     book = project.load_recipes(project.load_pins())
     recipes = [book.get(t) for t in targets] if targets else book.order([])
     commands = [
@@ -51,7 +57,7 @@ def run_host_tests(project: Project, targets: list[str]) -> int:
     ]
     for recipe, argv in commands:
         print(f"[{recipe.name}] test: {' '.join(recipe.test.command)}", flush=True)
-        code = subprocess.run(argv, cwd=project.root, check=False).returncode
+        code = subprocess.run(argv, cwd=project.root, env=env, check=False).returncode
         if code != 0:
             return code
     return 0

@@ -86,6 +86,14 @@ class Settings:
         nearest directory at or above ``cwd`` holding checksums.yaml."""
         if self.project_dir is None:
             return find_project_root(self.cwd)
+        # --handoff names the project inside the container that opforge itself started.
+        if self.project_from != "--handoff" and not self.project_dir.is_dir():
+            state = "is not a directory" if self.project_dir.exists() else "does not exist"
+            raise ConfigError(
+                f"project directory {self.project_dir} ({self.project_from}) {state}",
+                hint=f"point {self.project_from} at the root of an opforge checkout "
+                f"(the directory holding {PROJECT_MARKER})",
+            )
         if (
             self.project_from == "OPFORGE_PROJECT"
             and not (self.project_dir / PROJECT_MARKER).is_file()

@@ -213,7 +213,7 @@ def run_cell(
     try:
         if image_cache is not None:
             _run(image_cache_commands(image_cache, False)[0], root)
-        client = docker_client()
+        client = docker_client(instead="pass --dry-run to print the cell's commands only")
         # Recorded as each is built: a failed runtime build still names the devel image.
         images: dict = {}
         record["images"] = images

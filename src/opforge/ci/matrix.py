@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from opforge.errors import ConfigError
+from opforge.errors import ConfigError, unreadable
 from opforge.images.spec import Combination, load_combinations
 from opforge.yamlfile import parse_yaml
 
@@ -133,7 +133,7 @@ def load_matrix(path: Path, versions: Path) -> Matrix:
     try:
         data = parse_yaml(path, path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+        raise unreadable(path, exc, "the CI matrix of the project") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected `cuda:`, `frameworks:` and `exclude:`")
     cudnn_per_cuda = _cudnn_per_cuda(path, data)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NoReturn
 
 from opforge import __version__
 from opforge.cli import build, ci, doctor, images, pins, recipes
@@ -17,9 +18,22 @@ from opforge.redact import mask_credentials
 GROUPS = (recipes, pins, build, ci, images, doctor)
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors read like opforge's own: one line, then a hint.
+
+    Sub-parsers inherit the class, so every command reports a bad argument this way; the exit
+    status stays argparse's 2.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        err(f"opforge: error: {message}")
+        err(f"  hint: see `{self.prog} --help`")
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (exposed for tests and docs)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="opforge",
         description="Build, pin and test a kernel library shared by PyTorch and MindSpore.",
     )

@@ -9,17 +9,19 @@ from pathlib import Path
 
 from opforge.build.dist import install_dist_wheels
 from opforge.build.engine import BuildEngine
+from opforge.build.record import BuildRecord
 from opforge.build.steps import HostRunner
 from opforge.cli.common import (
     add_fetch_options,
     add_image_flags,
     fetcher,
     images,
+    positive_int,
     project,
     resolved,
 )
 from opforge.container.choice import RUNNER_CHOICES, resolve_runner
-from opforge.errors import ToolMissing
+from opforge.errors import BuildError, ToolMissing
 from opforge.recipes.schema import PROFILES
 from opforge.settings import Settings
 
@@ -61,7 +63,16 @@ def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
     if args.runner == "host":
         from opforge.recipe_tests import run_host_tests
 
-        return run_host_tests(found, args.targets)
+        if args.profile is not None:
+            record = BuildRecord(found.build_record)
+            if not any(args.profile in profiles for profiles in record.targets.values()):
+                raise BuildError(
+                    f"--profile {args.profile} tests the {args.profile} build in dist/, and "
+                    f"{record.path} records none",
+                    hint=f"run `opforge build --profile {args.profile}` first, or drop --profile "
+                    "to let the tests build their own",
+                )
+        return run_host_tests(found, args.targets, args.profile)
     runner, why = resolve_runner(args.runner)
     if runner != "docker":
         raise ToolMissing(
@@ -71,7 +82,7 @@ def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
     from opforge.container.jobs import Workspace, test_in_container
 
     work = Workspace(found, fetcher(args, settings), settings, images(args, settings))
-    test_in_container(work, args.targets, args.profile, resolved(args.junit_dir))
+    test_in_container(work, args.targets, args.profile or "cpu", resolved(args.junit_dir))
     return 0
 
 
@@ -99,7 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_image_flags(build)
     build.add_argument(
         "--jobs",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="parallel compile jobs (default: all cores)",
@@ -113,7 +124,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     test.add_argument("targets", nargs="*", metavar="TARGET", help="targets (default: all)")
     test.add_argument(
-        "--profile", choices=PROFILES, default="cpu", help="whose dist wheels (default: cpu)"
+        "--profile",
+        choices=PROFILES,
+        default=None,
+        help="test that profile's build in dist/ (default: cpu with --runner docker; "
+        "with --runner host, the tests build their own)",
     )
     test.add_argument(
         "--runner", choices=RUNNER_CHOICES, default="host", help="where tests run (default: host)"

@@ -87,12 +87,17 @@ def positive(kind: type) -> Callable[[str], float | int]:
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+            noun = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
         if not value > 0:
             raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
         return value
 
     return parse
+
+
+#: The argument type of every count that must be 1 or more (``--jobs``, ``--max-bytes``).
+positive_int = positive(int)
 
 
 def add_fetch_options(parser: argparse.ArgumentParser, pins_file: bool = True) -> None:
@@ -125,7 +130,7 @@ def add_fetch_options(parser: argparse.ArgumentParser, pins_file: bool = True) -
     )
     parser.add_argument(
         "--max-bytes",
-        type=positive(int),
+        type=positive_int,
         default=4 << 30,
         metavar="N",
         help="largest download accepted for a pin with no recorded size (default: 4 GiB)",

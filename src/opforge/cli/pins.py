@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from opforge.cli.common import add_fetch_options, fetcher, project
+from opforge.cli.common import add_fetch_options, fetcher, positive_int, project
 from opforge.errors import PinError
 from opforge.pins.cache import CacheState
 from opforge.pins.install import install_wheels
@@ -119,7 +119,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     fetch = actions.add_parser("fetch", help="download pins into the cache, verified by sha256")
     fetch.add_argument("names", nargs="*", metavar="NAME", help="pins to fetch (default: all)")
     fetch.add_argument(
-        "--jobs", type=int, default=4, metavar="N", help="parallel downloads (default: 4)"
+        "--jobs", type=positive_int, default=4, metavar="N", help="parallel downloads (default: 4)"
     )
     fetch.add_argument(
         "--dest",

@@ -33,7 +33,7 @@ class Workspace:
     say: Callable[[str], None] = print
 
     def __post_init__(self) -> None:
-        self.client = docker_client()
+        self.client = docker_client(instead="use --runner host")
 
     def image(self, kind: str) -> BuiltImage:
         """``kind``'s image for the options, built first if there is none."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from opforge.errors import ConfigError
+from opforge.errors import ConfigError, unreadable
 
 DOCKERFILE = Path(".devcontainer") / "Dockerfile"
 # What `.devcontainer/prepare.sh` (initializeCommand) puts in the build context.
@@ -49,7 +49,7 @@ def render(images_dir: Path) -> str:
     try:
         text = source.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot read {source}: {exc.strerror}") from None
+        raise unreadable(source, exc, "the pip image recipe of the project") from None
     head, marker, rest = text.partition("\nFROM ")
     if not marker or "COPY context/" not in rest:
         raise ConfigError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opforge.errors import ConfigError
+from opforge.errors import ConfigError, unreadable
 from opforge.frameworks import TORCH
 from opforge.yamlfile import parse_yaml
 
@@ -142,7 +142,7 @@ def load_combinations(path: Path) -> list[Combination]:
     try:
         data = parse_yaml(path, path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+        raise unreadable(path, exc, "the image versions of the project") from None
     entries = data.get("combinations") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{path}: expected a non-empty `combinations:` list")

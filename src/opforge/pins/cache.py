@@ -67,8 +67,28 @@ class ContentCache:
         self.blobs = root / "sha256"
         self.tmp = root / "tmp"
 
+    def check_root(self) -> None:
+        """``ConfigError`` when the cache root (or the nearest part of it that exists) is not a
+        directory, e.g. OPFORGE_CACHE naming a file: nothing inside it can ever be created."""
+        for path in (self.root, *self.root.parents):
+            try:
+                mode = path.stat().st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError:
+                return  # unreadable: mkdir and its error say more
+            if not stat.S_ISDIR(mode):
+                raise ConfigError(
+                    f"cache root {self.root} is not a directory ({path} is a file)"
+                    if path != self.root
+                    else f"cache root {self.root} is not a directory",
+                    hint="set OPFORGE_CACHE (or pass --cache) to a directory",
+                )
+            return
+
     def ensure(self) -> None:
         """Create the cache directories, with a clear error when that is not possible."""
+        self.check_root()
         for directory in (self.blobs, self.tmp):
             try:
                 directory.mkdir(parents=True, exist_ok=True)
@@ -148,6 +168,7 @@ class ContentCache:
         except FileNotFoundError:
             return VerifyResult(pin, CacheState.MISSING)
         except NotADirectoryError:
+            self.check_root()
             raise PinError(
                 f"pin {pin.name}: cache directory {path.parent} is not a directory",
                 hint=f"remove {path.parent}; opforge recreates it",

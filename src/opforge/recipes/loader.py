@@ -21,6 +21,7 @@ from opforge.yamlfile import read_yaml_file
 
 _VALIDATOR = jsonschema.Draft202012Validator(RECIPE_SCHEMA)
 _SCHEMA_HINT = "see the recipe schema in README.md"
+_MISSING_HINT = "check the path: give a recipe .yaml file, or a directory of them"
 
 
 def _key_path(parts: list) -> str:
@@ -134,7 +135,12 @@ def _without_removed_keys(path: Path, raw: dict) -> tuple[list[_Problem], dict]:
         holder = rest.get(parent) if parent else rest
         if isinstance(holder, dict) and leaf in holder:
             del holder[leaf]
-            problems.append(_Problem(f"{path}: {key}: no longer a recipe key: {instead}"))
+            problems.append(
+                _Problem(
+                    f"{path}: {key}: no longer a recipe key: {instead}",
+                    f"delete `{leaf}:`{f' under `{parent}:`' if parent else ''} in {path}",
+                )
+            )
     return problems, rest
 
 
@@ -143,7 +149,7 @@ def _read_recipe(path: Path, problems: list[_Problem]) -> Recipe | None:
     try:
         raw = read_yaml_file(path, RecipeError)
     except FileNotFoundError:
-        problems.append(_Problem(f"{path}: no such recipe file"))
+        problems.append(_Problem(f"{path}: no such recipe file", _MISSING_HINT))
         return None
     except RecipeError as exc:
         problems.append(_Problem(exc.message, exc.hint))
@@ -344,7 +350,7 @@ def load_recipes(paths: list[Path], pins: PinSet, root: Path) -> RecipeBook:
         elif path.is_file():
             files.append(path)
         else:
-            problems.append(_Problem(f"{path}: no such recipe file or directory"))
+            problems.append(_Problem(f"{path}: no such recipe file or directory", _MISSING_HINT))
     recipes: dict[str, Recipe] = {}
     for file in files:
         recipe = _read_recipe(file, problems)
