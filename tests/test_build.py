@@ -511,12 +511,13 @@ def test_gpu_torch_adapter_builds_without_a_cuda_torch(tmp_path):
         text=True,
     )
     assert probe.returncode != 0 and "libtorch_cuda.so" in probe.stderr
-    # Imported, the adapter says which build it is and what to install instead.
+    # Imported, the adapter says which build it is and what to install instead. Its own
+    # __init__ is run, so an opforge.torch installed in this environment cannot answer instead.
+    init = extension.with_name("__init__.py")
     imported = subprocess.run(
-        [sys.executable, "-c", "import opforge.torch"],
+        [sys.executable, "-c", f"import runpy; runpy.run_path({str(init)!r})"],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(project / "dist" / "gpu" / "python")},
     )
     assert imported.returncode != 0
     assert (
