@@ -275,18 +275,14 @@ def test_ctrl_c_stops_the_downloads_in_flight(tmp_path, file_server):
         tmp_path / "pins.yaml", f"pins:\n  slow:\n    url: {url}\n    sha256: {sha256(body)}\n"
     )
     cache = tmp_path / "cache"
+    # The CLI as `python -m opforge` runs it, with Ctrl-C's default handler: a child inherits an
+    # ignored SIGINT, and an earlier test in the same session may have left it ignored.
+    cli = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from opforge.cli import main; sys.exit(main())"
+    )
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "opforge",
-            "pins",
-            "fetch",
-            "--pins",
-            str(pins),
-            "--cache",
-            str(cache),
-        ],
+        [sys.executable, "-c", cli, "pins", "fetch", "--pins", str(pins), "--cache", str(cache)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
