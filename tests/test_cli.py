@@ -236,15 +236,7 @@ def test_doctor_shows_which_tools_a_build_will_use_and_why(tmp_path):
 
 
 def test_a_test_command_whose_module_is_missing_is_one_clear_error(tmp_path):
-    (tmp_path / "checksums.yaml").write_text("pins: {}\n")
-    (tmp_path / "recipes").mkdir()
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "lib" / "CMakeLists.txt").write_text("project(lib NONE)\n")
-    (tmp_path / "recipes" / "lib.yaml").write_text(
-        "name: lib\nschema: 1\nsources: [lib/*]\ncmake: {source_dir: lib}\n"
-        "profiles: {cpu: {}}\noutputs: [lib/x]\n"
-        "test: {command: [python, -m, no_such_test_runner_xyz]}\n"
-    )
+    _one_target_project(tmp_path, "[python, -m, no_such_test_runner_xyz]")
     result = run("test", cwd=tmp_path)
     assert_user_error(
         result,
@@ -264,15 +256,7 @@ def test_a_test_command_whose_module_is_missing_is_one_clear_error(tmp_path):
 
 
 def test_test_commands_run_with_the_interpreter_running_opforge(tmp_path):
-    (tmp_path / "checksums.yaml").write_text("pins: {}\n")
-    (tmp_path / "recipes").mkdir()
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "lib" / "CMakeLists.txt").write_text("project(lib NONE)\n")
-    probe = "import sys; open('which.txt', 'w').write(sys.executable)"
-    (tmp_path / "recipes" / "lib.yaml").write_text(
-        "name: lib\nschema: 1\nsources: [lib/*]\ncmake: {source_dir: lib}\n"
-        f'profiles: {{cpu: {{}}}}\noutputs: [lib/x]\ntest: {{command: [python, -c, "{probe}"]}}\n'
-    )
+    _probe_project(tmp_path, "import sys; open('which.txt', 'w').write(sys.executable)")
     result = run("test", cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "which.txt").read_text() == sys.executable
@@ -385,17 +369,25 @@ def test_no_engine_hints_name_only_options_the_command_has(tmp_path):
         assert "--runner host" in _docker_hint(*argv, tmp_path=tmp_path, cwd=project)
 
 
-def _probe_project(root: Path) -> None:
+_DIST_PROBE = "import os; open('dist.txt', 'w').write(os.environ.get('OPFORGE_TEST_DIST', '-'))"
+
+
+def _one_target_project(root: Path, command: str) -> None:
+    """A project of one target, lib (cpu and gpu profiles), with test command ``command`` (a
+    YAML list)."""
     (root / "checksums.yaml").write_text("pins: {}\n")
     (root / "recipes").mkdir()
     (root / "lib").mkdir()
     (root / "lib" / "CMakeLists.txt").write_text("project(lib NONE)\n")
-    probe = "import os; open('dist.txt', 'w').write(os.environ.get('OPFORGE_TEST_DIST', '-'))"
     (root / "recipes" / "lib.yaml").write_text(
         "name: lib\nschema: 1\nsources: [lib/*]\ncmake: {source_dir: lib}\n"
-        "profiles: {cpu: {}, gpu: {}}\noutputs: [lib/x]\n"
-        f'test: {{command: [python, -c, "{probe}"]}}\n'
+        f"profiles: {{cpu: {{}}, gpu: {{}}}}\noutputs: [lib/x]\ntest: {{command: {command}}}\n"
     )
+
+
+def _probe_project(root: Path, probe: str = _DIST_PROBE) -> None:
+    """The one-target project whose test command is ``python -c probe``."""
+    _one_target_project(root, f'[python, -c, "{probe}"]')
 
 
 def test_host_tests_honour_the_profile(tmp_path):
