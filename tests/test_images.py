@@ -254,10 +254,16 @@ def test_deb_context_carries_the_locks_and_only_the_cudnn_wheel(tmp_path, offlin
     lock = spec.combination.debian.lock_path(images, "runtime")
     lock.write_text(lock.read_text() + "# re-locked\n")
     assert context().digest != ctx.digest
+    newer = context()
     lock.unlink()
     with pytest.raises(ConfigError, match=r"bookworm-cuda11\.8-runtime\.lock is missing") as raised:
         context()
     assert raised.value.hint == "run `opforge images lock-debs --cuda 11.8`"
+    # The failed assembly left the last good context whole, and nothing half-written beside it.
+    assert (files / "debs-runtime.lock").read_text().endswith("# re-locked\n")
+    assert (files / "pinned-devel.txt").is_file() and (ctx.path / "Dockerfile").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ctx", "images"]
+    assert newer.path == ctx.path
 
 
 def test_requirements_come_from_opforge_metadata():
@@ -372,7 +378,7 @@ def test_images_context_names_a_build_dir_that_is_a_file(tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr
     first, hint = result.stderr.splitlines()
     assert first == (
-        f"opforge: error: cannot create directory {afile}/images/pip-devel/context/pinned: "
+        f"opforge: error: cannot create directory {afile}/images: "
         f"{afile} exists and is not a directory"
     )
     assert hint.startswith(f"  hint: move {afile} away, or set OPFORGE_BUILD_DIR to a directory")

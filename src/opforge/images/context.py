@@ -76,14 +76,43 @@ def assemble(
     fetcher: Fetcher,
     base_id: str,
 ) -> BuildContext:
-    """Write the context for ``spec`` into ``staging`` (replaced) and return it with its digest."""
+    """Write the context for ``spec`` into ``staging`` and return it with its digest.
+
+    The context is written next to ``staging`` and moved into its place only when complete, so
+    a failure (a pin missing from the lock, a download refused) leaves the previous context as
+    it was.
+    """
     dockerfile = images_dir / f"Dockerfile.{spec.flavour}"
     if not dockerfile.is_file():
         raise ConfigError(f"{dockerfile} is missing", hint="restore it from the repository")
-    # Read first: a bad bundle fails before anything is removed or downloaded.
+    # Read first: a bad bundle fails before anything is downloaded.
     ca = b"" if spec.extra_ca is None else read_ca_bundle(spec.extra_ca)
+    make_dirs(staging.parent, hint=BUILD_DIR_HINT)
+    partial = staging.with_name(staging.name + ".partial")
+    if partial.is_dir():
+        shutil.rmtree(partial)
+    try:
+        digest = _write_context(spec, images_dir, dockerfile, ca, partial, pins, fetcher, base_id)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     if staging.is_dir():
         shutil.rmtree(staging)
+    partial.rename(staging)
+    return BuildContext(staging, "Dockerfile", digest)
+
+
+def _write_context(
+    spec: ImageSpec,
+    images_dir: Path,
+    dockerfile: Path,
+    ca: bytes,
+    staging: Path,
+    pins: PinSet,
+    fetcher: Fetcher,
+    base_id: str,
+) -> str:
+    """Write the context for ``spec`` into the new directory ``staging``; return its digest."""
     ctx = staging / "context"
     make_dirs(ctx / "pinned", hint=BUILD_DIR_HINT)
     make_dirs(ctx / "wheels", hint=BUILD_DIR_HINT)
@@ -138,4 +167,4 @@ def assemble(
             record(f"wheel:{wheel.name}", hash_file(wheel)["sha256"].encode())
     (ctx / "extra-ca.pem").write_bytes(ca)
     record("extra-ca", ca)
-    return BuildContext(staging, "Dockerfile", digest.hexdigest())
+    return digest.hexdigest()
