@@ -141,6 +141,58 @@ def test_mul_under_every_transform_matches_torch(device):
         torch.testing.assert_close(ours, native, rtol=1e-5, atol=1e-6)
 
 
+def _empty_batch_calls(device: str) -> dict:
+    """Per op: ours, torch's, and the shape of an input with a batch dim of size 0 (batch_norm
+    is not here: torch's refuses an empty batch under vmap)."""
+    ones = torch.ones(2, 3, device=device)
+    F = torch.nn.functional
+    return {
+        "softmax": (lambda v: ot.softmax(v, 0), lambda v: torch.softmax(v, 0), (0, 3)),
+        "add": (lambda v: ot.add(v, 2.0), lambda v: torch.add(v, 2.0), (0, 3)),
+        "mul": (lambda v: ot.mul(v, ones), lambda v: torch.mul(v, ones), (0, 3)),
+        "gelu": (lambda v: ot.gelu(v), F.gelu, (0, 3)),
+        "layer_norm": (lambda v: ot.layer_norm(v, (3,)), lambda v: F.layer_norm(v, (3,)), (0, 3)),
+    }
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["softmax", "add", "mul", "gelu", "layer_norm"])
+def test_vmap_over_an_empty_batch_gives_what_torch_gives(name, device):
+    ours, native, shape = _empty_batch_calls(device)[name]
+    x = torch.empty(shape, device=device)
+    got, expected = torch.func.vmap(ours)(x), torch.func.vmap(native)(x)
+    assert (got.shape, got.dtype, got.device) == (expected.shape, expected.dtype, expected.device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_vmap_refuses_running_stats_it_would_update_once_per_element(device):
+    # torch refuses this too; a loop would fold every element into one running_mean.
+    x = torch.randn(2, 4, 3, device=device)
+    rm, rv = torch.zeros(3, device=device), torch.ones(3, device=device)
+    with pytest.raises(RuntimeError) as info:
+        torch.func.vmap(lambda v: ot.batch_norm(v, rm, rv, training=True))(x)
+    assert str(info.value) == (
+        "opforge::batch_norm: under vmap it would update running_mean and running_var once per "
+        "batch element: they are not batched while an input is (batch them, or pass None; torch "
+        "refuses this too)"
+    )
+    assert rm.eq(0).all() and rv.eq(1).all()  # nothing changed
+    # Read only (inference), or batched with the input: as torch.
+    for training, stats in ((False, (rm, rv)), (True, (rm.expand(2, 3) + 0, rv.expand(2, 3) + 0))):
+        dims = (0, None, None) if stats[0].dim() == 1 else (0, 0, 0)
+        copies = tuple(s.clone() for s in stats)
+        ours = torch.func.vmap(
+            lambda v, m, s, t=training: ot.batch_norm(v, m, s, training=t), in_dims=dims
+        )(x, *stats)
+        native = torch.func.vmap(
+            lambda v, m, s, t=training: torch.nn.functional.batch_norm(v, m, s, training=t),
+            in_dims=dims,
+        )(x, *copies)
+        torch.testing.assert_close(ours, native)
+        for mine, theirs in zip(stats, copies, strict=True):
+            torch.testing.assert_close(mine, theirs)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_forward_mode_add_is_linear(device):
     a, b = torch.randn(4, device=device), torch.randn(4, device=device)
@@ -394,7 +446,53 @@ ARGUMENT_ERRORS = [
         TypeError,
         "opforge::add: alpha must be a number, got complex",
     ),
+    # A bool is an int to Python: torch's parser refuses it where an int or a bool is due, and
+    # so must the helpers, or softmax(x, True) runs over dim 1.
+    (
+        lambda x: ot.softmax(x, True),
+        TypeError,
+        "opforge.torch.softmax: dim must be an int, got bool True",
+    ),
+    (
+        lambda x: ot.argmax(x, dim=False),
+        TypeError,
+        "opforge.torch.argmax: dim must be an int, got bool False",
+    ),
+    (
+        lambda x: ot.argmax(x, 1, keepdim=1),
+        TypeError,
+        "opforge.torch.argmax: keepdim must be a bool, got int 1",
+    ),
+    (
+        lambda x: ot.batch_norm(x, None, None, training=1),
+        TypeError,
+        "opforge.torch.batch_norm: training must be a bool, got int 1",
+    ),
+    (
+        lambda x: ot.add(x, x, alpha=True),
+        TypeError,
+        "opforge.torch.add: alpha must be a number (a bool alpha is for bool results), got bool",
+    ),
+    # torch takes int operands that fit 64 bits, signed or unsigned, and no others.
+    (
+        lambda x: ot.mul(x, 2**64),
+        OverflowError,
+        "opforge.torch.mul: the int operand 18446744073709551616 does not fit 64 bits",
+    ),
+    (
+        lambda x: ot.add(x, -(10**400)),
+        OverflowError,
+        "opforge.torch.add: the int operand -1000000...(402 digits) does not fit 64 bits",
+    ),
 ]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("value", [2**64 - 1, -(2**63)])
+@pytest.mark.parametrize("op", ["add", "mul"])
+def test_int_operands_that_fit_64_bits_match_torch(op, value, device):
+    x = torch.linspace(-2, 2, 5, device=device)
+    torch.testing.assert_close(getattr(ot, op)(x, value), getattr(torch, op)(x, value))
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -284,10 +284,38 @@ def _function_class(table: OpTable, op: Op) -> list[str]:
         "",
         "    @staticmethod",
         "    def vmap(info, in_dims, *args):",
-        f"        return vmap_by_loop({cls}, info, in_dims, *args)",
+        f"        return vmap_by_loop({cls}, info, in_dims, *args{_updated_in_place(op)})",
         "",
         "",
     ]
+    return lines
+
+
+def _updated_in_place(op: Op) -> str:
+    """vmap_by_loop's ``updated`` argument: the op's arguments it may update, by position."""
+    updated = {i: a.name for i, a in enumerate(op.args) if a.mutable}
+    return f", updated={updated!r}, op={op.name!r}" if updated else ""
+
+
+def _bool_int_checks(op: Op, fn: Function) -> list[str]:
+    """Checks that torch's own parser makes and the dispatcher's does not: a bool is an int to
+    Python, so ``softmax(x, True)`` would run over dim 1 and ``argmax(x, 1, keepdim=1)`` would
+    keep the dim, where torch refuses both."""
+    lines = []
+    for arg in op.args:
+        name = str(fn.args[arg.name])
+        if not name.isidentifier():
+            continue
+        if arg.type in ("int", "int?"):
+            test, wanted = f"{name}.__class__ is bool", "an int"
+        elif arg.type == "bool":
+            test, wanted = f"{name}.__class__ is not bool and isinstance({name}, int)", "a bool"
+        else:
+            continue
+        lines += [
+            f"    if {test}:",
+            f'        raise wrong_type("{fn.name}", "{name}", "{wanted}", {name})',
+        ]
     return lines
 
 
@@ -303,6 +331,7 @@ def _helper(op: Op, fn: Function) -> list[str]:
     if fn.promote:
         names = ", ".join(fn.promote)
         lines.append(f'    {names}, cast_ = promote("{fn.name}", {names})')
+    lines += _bool_int_checks(op, fn)
     call_args = []
     for arg in op.args:
         expr = str(fn.args[arg.name])
@@ -381,6 +410,7 @@ def python_source(table: OpTable) -> str:
         "    underivable_kernel,",
         "    sum_to,",
         "    vmap_by_loop,",
+        "    wrong_type,",
         "    zeros_if_none,",
         ")",
         "",

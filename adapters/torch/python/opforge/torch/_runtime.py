@@ -180,23 +180,74 @@ def zeros_if_none(tangent: torch.Tensor | None, meta: tuple) -> torch.Tensor:
     return torch.zeros(shape, dtype=dtype, device=device)
 
 
-def vmap_by_loop(function: type, info, in_dims: tuple, *args):
-    """A ``vmap`` rule for an op without a batched kernel: one call per batch element."""
+def vmap_by_loop(
+    function: type, info, in_dims: tuple, *args, updated: dict | None = None, op: str = ""
+):
+    """A ``vmap`` rule for an op without a batched kernel: one call per batch element.
+
+    ``updated`` names the arguments (by position) the op ``op`` may update in place. One that
+    is not batched would be updated once per element, where torch's own ops refuse; the first
+    element runs on copies of them, and if the op wrote to a copy, the call is refused with
+    nothing changed.
+    """
     size = info.batch_size
-    rows = []
-    for i in range(size):
-        rows.append(
-            function.apply(
-                *(
-                    a.select(d, i) if d is not None and isinstance(a, torch.Tensor) else a
-                    for a, d in zip(args, in_dims, strict=True)
-                )
-            )
+    if size == 0:
+        return _empty_batch(function, in_dims, args)
+
+    def element(i: int, values: tuple) -> tuple:
+        return tuple(
+            a.select(d, i) if d is not None and isinstance(a, torch.Tensor) else a
+            for a, d in zip(values, in_dims, strict=True)
         )
+
+    shared = [
+        k for k in (updated or {}) if isinstance(args[k], torch.Tensor) and in_dims[k] is None
+    ]
+    first = list(args)
+    for k in shared:
+        first[k] = args[k].clone()
+    rows = [function.apply(*element(0, tuple(first)))]
+    written = [
+        updated[k]
+        for k in shared
+        if not torch.allclose(first[k], args[k], rtol=0.0, atol=0.0, equal_nan=True)
+    ]
+    if written:
+        raise RuntimeError(
+            f"opforge::{op}: under vmap it would update "
+            f"{' and '.join(written)} once per batch element: "
+            f"{'it is' if len(written) == 1 else 'they are'} not batched while an input is "
+            "(batch them, or pass None; torch refuses this too)"
+        )
+    for i in range(1, size):
+        rows.append(function.apply(*element(i, args)))
     if isinstance(rows[0], tuple):
         outputs = tuple(torch.stack(column) for column in zip(*rows, strict=True))
         return outputs, (0,) * len(outputs)
     return torch.stack(rows), 0
+
+
+def _empty_batch(function: type, in_dims: tuple, args: tuple):
+    """``vmap`` over a batch of size 0: no element to run, so the outputs' shapes come from one
+    element's worth of meta tensors (the fake kernels; nothing runs, nothing is updated)."""
+    device = next(a.device for a in args if isinstance(a, torch.Tensor))
+
+    def element(a, d):
+        if not isinstance(a, torch.Tensor):
+            return a
+        shape = list(a.shape)
+        if d is not None:
+            del shape[d]
+        return torch.empty(shape, dtype=a.dtype, device="meta")
+
+    example = function.apply(*(element(a, d) for a, d in zip(args, in_dims, strict=True)))
+
+    def empty(out: torch.Tensor) -> torch.Tensor:
+        return torch.empty((0, *out.shape), dtype=out.dtype, device=device)
+
+    if isinstance(example, tuple):
+        return tuple(empty(o) for o in example), (0,) * len(example)
+    return empty(example), 0
 
 
 _FLOATING = (torch.float32, torch.float16, torch.bfloat16)
@@ -258,6 +309,11 @@ def _cpu_scalar(value) -> bool:
     )
 
 
+def _short(value: int) -> str:
+    text = str(value)
+    return text if len(text) <= 20 else f"{text[:8]}...({len(text)} digits)"
+
+
 def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | None]:
     """Two operands as tensors of one dtype under torch's type promotion, and the dtype the
     result must be cast to afterwards (None: the operands' own).
@@ -278,6 +334,13 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
             raise TypeError(
                 f"opforge.torch.{name}: operands are tensors or Python numbers, got "
                 f"{type(value).__name__}"
+            )
+        if value.__class__ is int and not -(2**63) <= value < 2**64:
+            # torch takes ints that fit 64 bits, signed or not, and refuses others without
+            # naming the call ("int too big to convert").
+            raise OverflowError(
+                f"opforge.torch.{name}: the int operand {_short(value)} does not fit 64 bits "
+                "(torch takes -2**63 to 2**64 - 1)"
             )
     dtype = result_dtype(a, b)
     if dtype not in _FLOATING:
@@ -327,6 +390,20 @@ def argument_error(exc: RuntimeError) -> Exception:
     return TypeError(
         f"{op}: {name} must be {wanted}{' or None' if optional else ''}, got {got} {value}"
     )
+
+
+def wrong_type(function: str, name: str, wanted: str, value) -> TypeError:
+    """The error for an argument of a type torch refuses there (a bool where an int goes)."""
+    return TypeError(
+        f"opforge.torch.{function}: {name} must be {wanted}, got {type(value).__name__} {value!r}"
+    )
+
+
+def float_alpha(alpha):
+    """add's alpha, refused as torch refuses it for a floating result: a bool."""
+    if alpha.__class__ is bool:
+        raise wrong_type("add", "alpha", "a number (a bool alpha is for bool results)", alpha)
+    return alpha
 
 
 def training_eps(eps, training):
