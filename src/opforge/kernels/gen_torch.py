@@ -306,10 +306,11 @@ def _bool_int_checks(op: Op, fn: Function) -> list[str]:
         name = str(fn.args[arg.name])
         if not name.isidentifier():
             continue
+        # isinstance, not __class__: torch 2.11's dynamo misreads `x.__class__ is bool`.
         if arg.type in ("int", "int?"):
-            test, wanted = f"{name}.__class__ is bool", "an int"
+            test, wanted = f"isinstance({name}, bool)", "an int"
         elif arg.type == "bool":
-            test, wanted = f"{name}.__class__ is not bool and isinstance({name}, int)", "a bool"
+            test, wanted = f"isinstance({name}, int) and not isinstance({name}, bool)", "a bool"
         else:
             continue
         lines += [

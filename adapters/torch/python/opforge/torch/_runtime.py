@@ -335,7 +335,7 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
                 f"opforge.torch.{name}: operands are tensors or Python numbers, got "
                 f"{type(value).__name__}"
             )
-        if value.__class__ is int and not -(2**63) <= value < 2**64:
+        if isinstance(value, int) and not -(2**63) <= value < 2**64:
             # torch takes ints that fit 64 bits, signed or not, and refuses others without
             # naming the call ("int too big to convert").
             raise OverflowError(
@@ -401,7 +401,7 @@ def wrong_type(function: str, name: str, wanted: str, value) -> TypeError:
 
 def float_alpha(alpha):
     """add's alpha, refused as torch refuses it for a floating result: a bool."""
-    if alpha.__class__ is bool:
+    if isinstance(alpha, bool):
         raise wrong_type("add", "alpha", "a number (a bool alpha is for bool results)", alpha)
     return alpha
 
