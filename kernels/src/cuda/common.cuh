@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/status.hpp"
@@ -39,6 +40,31 @@ template <class T, int N>
 struct alignas(sizeof(T) * N) Pack {
   T v[N];
 };
+
+// V floats rounded to T; 2-byte types two at a time (one conversion instruction a pair).
+template <class T, int V>
+__device__ __forceinline__ Pack<T, V> to_pack(const float (&f)[V]) {
+  Pack<T, V> p;
+  if constexpr (V % 2 == 0 && std::is_same_v<T, __nv_bfloat16>) {
+#pragma unroll
+    for (int j = 0; j < V; j += 2) {
+      const __nv_bfloat162 h = __floats2bfloat162_rn(f[j], f[j + 1]);
+      p.v[j] = h.x;
+      p.v[j + 1] = h.y;
+    }
+  } else if constexpr (V % 2 == 0 && std::is_same_v<T, __half>) {
+#pragma unroll
+    for (int j = 0; j < V; j += 2) {
+      const __half2 h = __floats2half2_rn(f[j], f[j + 1]);
+      p.v[j] = h.x;
+      p.v[j + 1] = h.y;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) p.v[j] = from_f<T>(f[j]);
+  }
+  return p;
+}
 
 // Elements of T in one 16-byte access.
 template <class T>

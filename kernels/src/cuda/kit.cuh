@@ -27,13 +27,12 @@ __device__ __forceinline__ void load_floats(const T* p, float (&out)[V]) {
 template <class T, int V>
 __device__ __forceinline__ void store_floats(T* p, const float (&in)[V]) {
   constexpr int kChunk = V < kVec<T> ? V : kVec<T>;
-  using P = Pack<T, kChunk>;
 #pragma unroll
   for (int c = 0; c < V / kChunk; ++c) {
-    P pack;
+    float chunk[kChunk];
 #pragma unroll
-    for (int j = 0; j < kChunk; ++j) pack.v[j] = from_f<T>(in[c * kChunk + j]);
-    store_global(p + c * kChunk, pack);
+    for (int j = 0; j < kChunk; ++j) chunk[j] = in[c * kChunk + j];
+    store_global(p + c * kChunk, to_pack<T, kChunk>(chunk));
   }
 }
 
