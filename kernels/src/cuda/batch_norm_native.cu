@@ -513,6 +513,7 @@ __global__ void __launch_bounds__(kTileThreads)
     block_parts[threadIdx.x] = t;
   }
   combine_blocks<kCluster>(block_parts, tile_stats, W, blocks_per_tile, merge);
+  const ClusterLeave<kCluster> leave;
 
   // Per channel: the coefficients, and (block 0) the statistics or parameter gradients.
   const int64_t c = tile * W + threadIdx.x;

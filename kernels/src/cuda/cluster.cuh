@@ -47,7 +47,10 @@ __device__ __forceinline__ Place cluster_place() {
 
 // Merges part[0, n) of the `blocks` blocks of this block's cluster (in rank order, so every
 // block gets the same) into result[0, n); without kCluster, result = part. Every thread calls
-// it after this block's part is written; result is readable by every thread afterwards.
+// it after this block's part is written; result is readable by every thread afterwards. With
+// kCluster the other blocks may still be reading this block's part when it returns: the caller
+// keeps a ClusterLeave alive until its threads exit, instead of a second cluster-wide barrier
+// here that every block would wait at before its write pass.
 template <bool kCluster, class S, class Merge>
 __device__ __forceinline__ void combine_blocks(S* part, S* result, int n, int blocks,
                                                Merge&& merge) {
@@ -56,11 +59,25 @@ __device__ __forceinline__ void combine_blocks(S* part, S* result, int n, int bl
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     cluster.sync();  // every block's part is complete
     for (int t = threadIdx.x; t < n; t += blockDim.x) {
-      S acc = *cluster.map_shared_rank(part + t, 0);
-      for (int r = 1; r < blocks; ++r) acc = merge(acc, *cluster.map_shared_rank(part + t, r));
+      S acc{};
+      // Up to kMaxCluster remote reads in flight at once, merged in rank order.
+      for (int first = 0; first < blocks; first += kMaxCluster) {
+        S v[kMaxCluster];
+#pragma unroll
+        for (int r = 0; r < kMaxCluster; ++r) {
+          if (first + r < blocks) v[r] = *cluster.map_shared_rank(part + t, first + r);
+        }
+#pragma unroll
+        for (int r = 0; r < kMaxCluster; ++r) {
+          if (first + r < blocks) acc = first + r == 0 ? v[r] : merge(acc, v[r]);
+        }
+      }
       result[t] = acc;
     }
-    cluster.sync();  // result is complete, and no block leaves while another reads its part
+    // This thread's remote reads are done (their values are in result); relaxed: no memory
+    // operation of its own needs ordering for the blocks that wait on it.
+    asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+    __syncthreads();  // result is complete
 #else
     __trap();  // clusters are launched on compute capability 9.0 and later only
 #endif
@@ -70,6 +87,20 @@ __device__ __forceinline__ void combine_blocks(S* part, S* result, int n, int bl
     __syncthreads();
   }
 }
+
+// Held from combine_blocks until the thread exits (on every path out): with kCluster, its
+// destructor waits until every thread of the cluster is past combine_blocks, so no block's
+// shared memory goes while another block may read it.
+template <bool kCluster>
+struct ClusterLeave {
+  __device__ ~ClusterLeave() {
+    if constexpr (kCluster) {
+#if __CUDA_ARCH__ >= 900
+      asm volatile("barrier.cluster.wait;" ::: "memory");
+#endif
+    }
+  }
+};
 
 // Dynamic shared memory a kernel may use on this device, after its static shared memory.
 template <class Kernel>

@@ -387,6 +387,7 @@ __global__ void __launch_bounds__(kSmemRowThreads)
   }
   combine_blocks<kCluster>(&block_part, &row_stat, 1, blocks_per_row,
                            [](S x, S y) { return merge_stat<kBackward>(x, y); });
+  const ClusterLeave<kCluster> leave;
   const S st = for_output<kBackward>(row_stat);
 
   const int h = head_of(out);
@@ -617,6 +618,7 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   combine_blocks<kCluster>(block_parts, tile_stats, W, blocks_per_tile,
                            [](S x, S y) { return merge_stat<kBackward>(x, y); });
+  const ClusterLeave<kCluster> leave;
 
   if (mine == 0) return;  // no barrier follows
   S fin[V];
