@@ -35,6 +35,21 @@ __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+// 2^x as one MUFU.EX2; results below FLT_MIN are 0 (.ftz). Where the libm calls' handling of
+// subnormal results costs three more instructions per element (__expf) or ten (expf), kernels
+// short of issue slots pay for it: softmax over columns and the bfloat16 gelu backward
+// (bench/results/kernel-variants-*-2026-11-24.txt).
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// e^x, as ex2_ftz: 0 below FLT_MIN (x < -87.3), as the CPU reference gives it.
+__device__ __forceinline__ float exp_ftz(float x) { return ex2_ftz(x * kLog2e); }
+
 // N consecutive elements moved as one 16-byte (or N*sizeof(T)-byte) access.
 template <class T, int N>
 struct alignas(sizeof(T) * N) Pack {

@@ -64,14 +64,14 @@ __global__ void __launch_bounds__(kEwThreads)
     for (int u = 0; u < kEwUnroll; ++u) {
       const int64_t i = first + u * kEwThreads;
       if (i < packs) {
-        P r;
+        float r[N];
 #pragma unroll
         for (int k = 0; k < N; ++k) {
           const float x0 = kLoad0 ? to_f(a[u].v[k]) : scalar;
           const float x1 = kLoad1 ? to_f(b[u].v[k]) : scalar;
-          r.v[k] = from_f<T>(apply(f, x0, x1));
+          r[k] = apply(f, x0, x1);
         }
-        store_global(out + i * N, r);
+        store_global(out + i * N, to_pack<T, N>(r));
       }
     }
   }

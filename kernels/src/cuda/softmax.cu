@@ -54,16 +54,6 @@ struct Operands {
   int64_t in_len, grad_len, out_len;
 };
 
-// e^x as one MUFU.EX2 after the multiply by log2(e). Results below FLT_MIN (x < -87.3) are 0, as
-// the CPU reference gives them; __expf keeps them, for three more instructions per element,
-// which the column tiles (short of issue slots while they write) paid for: their 2-byte types
-// ran at 62-65% of the copy rate with __expf, 65-66% with this (bench/results/kernel-variants-*).
-__device__ __forceinline__ float exp_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
-  return y;
-}
-
 // Running max and sum of exp(v - max) of some values. max becomes NaN once a NaN arrives; sum
 // stays 0 while every value is -inf. exp(v - max) / sum then gives the reference's NaNs. (The
 // column tiles fill theirs their own way, with the same results: see softmax_column_tiles.)
