@@ -349,6 +349,58 @@ def test_dynamic_shapes_are_refused_naming_opforge(tmp_path, monkeypatch):
         ms.set_context(mode=ms.PYNATIVE_MODE)
 
 
+class _ScalarArgumentCell(ms.nn.Cell):
+    def __init__(self, op):
+        super().__init__()
+        self.op = op
+
+    def construct(self, x, value):
+        return self.op(x, value)
+
+
+def _argmax_along(x, dim):
+    return ofm.argmax(x, dim)
+
+
+def _softmax_along(x, dim):
+    return ofm.softmax(x, dim)
+
+
+def _add_scaled(x, alpha):
+    return ofm.add(x, x, alpha=alpha)
+
+
+@pytest.mark.parametrize(
+    ("op", "value", "name"),
+    [
+        # A dim known only at run time reached the attrs as None: argmax took it as "no dim" and
+        # flattened ([[1, 5], [7, 2]] gave 2, not [1, 0]).
+        (_argmax_along, 1, "argmax: dim"),
+        (_softmax_along, 1, "softmax: dim"),
+        (_add_scaled, 2.0, "add: alpha"),
+    ],
+    ids=["argmax", "softmax", "add"],
+)
+def test_graph_scalars_known_only_at_run_time_are_refused(op, value, name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ms.set_context(mode=ms.GRAPH_MODE)
+    x = Tensor(np.array([[1.0, 5.0], [7.0, 2.0]], np.float32))
+    try:
+        with pytest.raises(TypeError) as info:
+            _ScalarArgumentCell(op)(x, ms.mutable(value))
+        assert str(info.value).splitlines()[0] == (
+            f"opforge.mindspore.{name} must be a constant when the graph is compiled, got a "
+            "value known only at run time (mindspore.mutable or computed from tensors): pass a "
+            "Python value"
+        )
+        # The same value as a constant is taken.
+        assert _ScalarArgumentCell(op)(x, value).shape in ((2,), (2, 2))
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+    # PYNATIVE knows every value: mutable is just the number there.
+    assert op(x, ms.mutable(value)).shape in ((2,), (2, 2))
+
+
 @pytest.mark.parametrize("value", [np.ones((2, 3), np.float32), [1.0, 2.0], "x"])
 def test_non_tensor_inputs_say_a_mindspore_tensor_is_needed(value):
     with pytest.raises(

@@ -268,6 +268,13 @@ def _prepare(op: Op) -> list[str]:
         "",
         f"def _{op.name}(fn, {', '.join(tensors + scalars)}):",
     ]
+    if scalars:
+        # In GRAPH mode a scalar known only at run time reaches the attrs as None, which would
+        # read as "absent" (argmax over the flattened input instead of dim): refused first.
+        known = ", ".join(f"ops.isconstant({s})" for s in scalars)
+        lines.append(
+            f"    _rt.constant_scalars(fn, {tuple(scalars)!r}, ({known}{',' if len(scalars) == 1 else ''}))"
+        )
     metas = [f"_meta({t})" for t in tensors]
     lines.append(f"    attrs = _{op.name}_attrs(fn, {', '.join(metas + scalars)})")
     inputs = [f"_or_absent({a.name})" if a.optional else a.name for a in op.tensors]

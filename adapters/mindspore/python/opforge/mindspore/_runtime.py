@@ -83,6 +83,22 @@ def _fail(fn: str, message: str, kind: type[Exception] = ValueError) -> Exceptio
     return kind(f"opforge.mindspore.{fn}: {message}")
 
 
+@ops.constexpr
+def constant_scalars(fn: str, names: tuple, known: tuple) -> bool:
+    """Refuse a scalar argument whose value the graph only has at run time (GRAPH mode:
+    ``mindspore.mutable``, or a value computed from tensors): opforge's kernels take scalars
+    when the graph is compiled."""
+    for name, constant in zip(names, known, strict=True):
+        if not constant:
+            raise _fail(
+                fn,
+                f"{name} must be a constant when the graph is compiled, got a value known only "
+                "at run time (mindspore.mutable or computed from tensors): pass a Python value",
+                TypeError,
+            )
+    return True
+
+
 def _check_scalar(fn: str, name: str, kind: str, value: object) -> None:
     base = kind.rstrip("?")
     if kind.endswith("?") and value is None:
