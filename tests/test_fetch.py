@@ -287,13 +287,19 @@ def test_ctrl_c_stops_the_downloads_in_flight(tmp_path, file_server):
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 30
-    while not any(p.stat().st_size for p in cache.rglob("*.part")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert time.monotonic() < deadline, "the download never started"
-    process.send_signal(signal.SIGINT)
-    interrupted = time.monotonic()
-    _, errors = process.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 30
+        while (
+            not any(p.stat().st_size for p in cache.rglob("*.part")) and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        assert time.monotonic() < deadline, "the download never started"
+        process.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        _, errors = process.communicate(timeout=60)
+    finally:
+        process.kill()  # a failed check must not leave the download running
+        process.wait()
     assert time.monotonic() - interrupted < 5, "Ctrl-C waited for the download to finish"
     assert process.returncode == 130 and "opforge: interrupted" in errors, errors
     assert "Traceback" not in errors
