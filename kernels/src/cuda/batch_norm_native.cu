@@ -512,8 +512,7 @@ __global__ void __launch_bounds__(kTileThreads)
     for (int w = 1; w < kTileThreads / 32; ++w) t = merge(t, warp_parts[w][threadIdx.x]);
     block_parts[threadIdx.x] = t;
   }
-  combine_blocks<kCluster>(block_parts, tile_stats, W, blocks_per_tile, merge);
-  const ClusterLeave<kCluster> leave;
+  const auto leave = combine_blocks<kCluster>(block_parts, tile_stats, W, blocks_per_tile, merge);
 
   // Per channel: the coefficients, and (block 0) the statistics or parameter gradients.
   const int64_t c = tile * W + threadIdx.x;

@@ -45,15 +45,30 @@ __device__ __forceinline__ Place cluster_place() {
   return Place{blockIdx.x, 0};
 }
 
+// Held from combine_blocks until the thread exits (on every path out): with kCluster, its
+// destructor waits until every thread of the cluster is past combine_blocks, so no block's
+// shared memory goes while another block may still read it. The wait is not .aligned: threads
+// of one warp may leave at different points.
+template <bool kCluster>
+struct [[nodiscard]] ClusterLeave {
+  __device__ ~ClusterLeave() {
+    if constexpr (kCluster) {
+#if __CUDA_ARCH__ >= 900
+      asm volatile("barrier.cluster.wait;" ::: "memory");
+#endif
+    }
+  }
+};
+
 // Merges part[0, n) of the `blocks` blocks of this block's cluster (in rank order, so every
 // block gets the same) into result[0, n); without kCluster, result = part. Every thread calls
-// it after this block's part is written; result is readable by every thread afterwards. With
-// kCluster the other blocks may still be reading this block's part when it returns: the caller
-// keeps a ClusterLeave alive until its threads exit, instead of a second cluster-wide barrier
-// here that every block would wait at before its write pass.
+// it after this block's part is written; result is readable by every thread afterwards. The
+// caller keeps the returned ClusterLeave until its threads exit: other blocks may still be
+// reading this block's part, and waiting for them at exit instead of here (a second
+// cluster-wide barrier) lets each block start its write pass as soon as its own merge is done.
 template <bool kCluster, class S, class Merge>
-__device__ __forceinline__ void combine_blocks(S* part, S* result, int n, int blocks,
-                                               Merge&& merge) {
+__device__ __forceinline__ ClusterLeave<kCluster> combine_blocks(S* part, S* result, int n,
+                                                                 int blocks, Merge&& merge) {
   if constexpr (kCluster) {
 #if __CUDA_ARCH__ >= 900
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
@@ -74,9 +89,11 @@ __device__ __forceinline__ void combine_blocks(S* part, S* result, int n, int bl
       }
       result[t] = acc;
     }
-    // This thread's remote reads are done (their values are in result); relaxed: no memory
-    // operation of its own needs ordering for the blocks that wait on it.
-    asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+    // Release: this thread's remote reads are ordered before its arrival, which the owners of
+    // that memory wait for before they exit. (A relaxed arrive measured 1-3 points of the copy
+    // rate faster on the H100, bench/results/kernel-variants-*-2026-11-24.txt, but PTX does not
+    // order the reads before it.)
+    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
     __syncthreads();  // result is complete
 #else
     __trap();  // clusters are launched on compute capability 9.0 and later only
@@ -86,21 +103,8 @@ __device__ __forceinline__ void combine_blocks(S* part, S* result, int n, int bl
     for (int t = threadIdx.x; t < n; t += blockDim.x) result[t] = part[t];
     __syncthreads();
   }
+  return {};
 }
-
-// Held from combine_blocks until the thread exits (on every path out): with kCluster, its
-// destructor waits until every thread of the cluster is past combine_blocks, so no block's
-// shared memory goes while another block may read it.
-template <bool kCluster>
-struct ClusterLeave {
-  __device__ ~ClusterLeave() {
-    if constexpr (kCluster) {
-#if __CUDA_ARCH__ >= 900
-      asm volatile("barrier.cluster.wait;" ::: "memory");
-#endif
-    }
-  }
-};
 
 // Dynamic shared memory a kernel may use on this device, after its static shared memory.
 template <class Kernel>

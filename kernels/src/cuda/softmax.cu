@@ -375,9 +375,9 @@ __global__ void __launch_bounds__(kSmemRowThreads)
     for (int w = 1; w < kSmemRowThreads / 32; ++w) t = merge_stat<kBackward>(t, warp_parts[w]);
     block_part = t;
   }
-  combine_blocks<kCluster>(&block_part, &row_stat, 1, blocks_per_row,
-                           [](S x, S y) { return merge_stat<kBackward>(x, y); });
-  const ClusterLeave<kCluster> leave;
+  const auto leave =
+      combine_blocks<kCluster>(&block_part, &row_stat, 1, blocks_per_row,
+                               [](S x, S y) { return merge_stat<kBackward>(x, y); });
   const S st = for_output<kBackward>(row_stat);
 
   const int h = head_of(out);
@@ -606,11 +606,11 @@ __global__ void __launch_bounds__(kTileThreads)
       t = merge_stat<kBackward>(t, warp_parts[w][threadIdx.x]);
     block_parts[threadIdx.x] = t;
   }
-  combine_blocks<kCluster>(block_parts, tile_stats, W, blocks_per_tile,
-                           [](S x, S y) { return merge_stat<kBackward>(x, y); });
-  const ClusterLeave<kCluster> leave;
+  const auto leave =
+      combine_blocks<kCluster>(block_parts, tile_stats, W, blocks_per_tile,
+                               [](S x, S y) { return merge_stat<kBackward>(x, y); });
 
-  if (mine == 0) return;  // no barrier follows
+  if (mine == 0) return;  // only `leave`'s wait follows, which needs no converged warp
   S fin[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) fin[j] = for_output<kBackward>(tile_stats[cw + j]);
