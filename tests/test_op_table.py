@@ -155,6 +155,17 @@ BAD = [
         "ops.softmax.scalars.dim.dim: expected the name of a tensor argument",
     ),
     (
+        "updates naming a tensor not updated in place",
+        _set("ops.batch_norm.scalars.training.updates", ["running_mean", "weight"]),
+        "ops.batch_norm.scalars.training.updates: expected, for a bool argument, the list of "
+        "Tensor(a!) arguments it has updated",
+    ),
+    (
+        "updates on a non-bool",
+        _set("ops.batch_norm.scalars.momentum.updates", ["running_mean"]),
+        "ops.batch_norm.scalars.momentum.updates: expected, for a bool argument",
+    ),
+    (
         "output rule",
         _set("ops.softmax.outputs.y", {"like": "x", "channels": "x"}),
         "ops.softmax.outputs.y: give exactly one shape rule",

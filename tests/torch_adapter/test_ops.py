@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -173,10 +174,25 @@ def test_vmap_refuses_running_stats_it_would_update_once_per_element(device):
         torch.func.vmap(lambda v: ot.batch_norm(v, rm, rv, training=True))(x)
     assert str(info.value) == (
         "opforge::batch_norm: under vmap it would update running_mean and running_var once per "
-        "batch element: they are not batched while an input is (batch them, or pass None; torch "
-        "refuses this too)"
+        "batch element: they are not batched while another argument is (batch them too, or "
+        "pass None)"
     )
     assert rm.eq(0).all() and rv.eq(1).all()  # nothing changed
+    # One of the two batched: refused before either is written.
+    rm2 = torch.zeros(2, 3, device=device)
+    with pytest.raises(RuntimeError, match="it would update running_var once per batch element"):
+        torch.func.vmap(lambda v, m: ot.batch_norm(v, m, rv, training=True))(x, rm2)
+    assert rm2.eq(0).all() and rv.eq(1).all()
+    # Nested vmap in inference, the statistics batched at the outer level only: as torch.
+    xs = torch.randn(2, 3, 4, 5, device=device)
+    means, vars_ = torch.randn(2, 5, device=device), torch.rand(2, 5, device=device) + 0.5
+
+    def nested(bn):
+        return torch.func.vmap(
+            lambda xb, m, s: torch.func.vmap(lambda xi: bn(xi, m, s, training=False))(xb)
+        )(xs, means, vars_)
+
+    torch.testing.assert_close(nested(ot.batch_norm), nested(torch.nn.functional.batch_norm))
     # Read only (inference), or batched with the input: as torch.
     for training, stats in ((False, (rm, rv)), (True, (rm.expand(2, 3) + 0, rv.expand(2, 3) + 0))):
         dims = (0, None, None) if stats[0].dim() == 1 else (0, 0, 0)
@@ -473,16 +489,48 @@ ARGUMENT_ERRORS = [
         TypeError,
         "opforge.torch.add: alpha must be a number (a bool alpha is for bool results), got bool",
     ),
-    # torch takes int operands that fit 64 bits, signed or unsigned, and no others.
+    # NumPy bools and tensors: torch's parser refuses them where an int or a bool goes, the
+    # dispatcher would convert them (tensor(0.7) as dim 0, np.int64(1) as keepdim=True).
+    (
+        lambda x: ot.softmax(x, np.True_),
+        TypeError,
+        "opforge.torch.softmax: dim must be an int, got bool",
+    ),
+    (
+        lambda x: ot.argmax(x, torch.tensor(0.7)),
+        TypeError,
+        "opforge.torch.argmax: dim must be an int, got Tensor tensor(0.7000)",
+    ),
+    (
+        lambda x: ot.argmax(x, 1, keepdim=np.int64(1)),
+        TypeError,
+        "opforge.torch.argmax: keepdim must be a bool, got int64",
+    ),
+    (
+        lambda x: ot.batch_norm(x, None, None, training=1.0),
+        TypeError,
+        "opforge.torch.batch_norm: training must be a bool, got float 1.0",
+    ),
+    (
+        lambda x: ot.add(x, x, alpha=torch.tensor(True)),
+        TypeError,
+        "opforge.torch.add: alpha must be a number (a bool alpha is for bool results), got Tensor",
+    ),
+    # torch takes ints that fit 64 bits, signed or unsigned, and no others.
     (
         lambda x: ot.mul(x, 2**64),
         OverflowError,
-        "opforge.torch.mul: the int operand 18446744073709551616 does not fit 64 bits",
+        "opforge.torch.mul: an int operand 18446744073709551616 does not fit 64 bits",
     ),
     (
-        lambda x: ot.add(x, -(10**400)),
+        lambda x: ot.add(x, -(10**5000)),
         OverflowError,
-        "opforge.torch.add: the int operand -1000000...(402 digits) does not fit 64 bits",
+        "opforge.torch.add: an int operand of 16610 bits does not fit 64 bits",
+    ),
+    (
+        lambda x: ot.add(x, x, alpha=2**64),
+        OverflowError,
+        "opforge.torch.add: alpha 18446744073709551616 does not fit 64 bits",
     ),
 ]
 

@@ -292,31 +292,28 @@ def _function_class(table: OpTable, op: Op) -> list[str]:
 
 
 def _updated_in_place(op: Op) -> str:
-    """vmap_by_loop's ``updated`` argument: the op's arguments it may update, by position."""
+    """vmap_by_loop's ``updated`` (the arguments the op updates in place, by position) and
+    ``when`` (the position of the bool argument under which it does; None: every call)."""
     updated = {i: a.name for i, a in enumerate(op.args) if a.mutable}
-    return f", updated={updated!r}, op={op.name!r}" if updated else ""
+    if not updated:
+        return ""
+    when = next((i for i, a in enumerate(op.args) if "updates" in a.checks), None)
+    return f", updated={updated!r}, when={when!r}, op={op.name!r}"
 
 
 def _bool_int_checks(op: Op, fn: Function) -> list[str]:
     """Checks that torch's own parser makes and the dispatcher's does not: a bool is an int to
-    Python, so ``softmax(x, True)`` would run over dim 1 and ``argmax(x, 1, keepdim=1)`` would
-    keep the dim, where torch refuses both."""
+    Python and a float tensor converts to one, so ``softmax(x, True)`` would run over dim 1 and
+    ``argmax(x, 1, keepdim=1)`` would keep the dim, where torch refuses both."""
     lines = []
     for arg in op.args:
         name = str(fn.args[arg.name])
         if not name.isidentifier():
             continue
-        # isinstance, not __class__: torch 2.11's dynamo misreads `x.__class__ is bool`.
         if arg.type in ("int", "int?"):
-            test, wanted = f"isinstance({name}, bool)", "an int"
+            lines.append(f'    int_argument("{fn.name}", "{name}", {name})')
         elif arg.type == "bool":
-            test, wanted = f"isinstance({name}, int) and not isinstance({name}, bool)", "a bool"
-        else:
-            continue
-        lines += [
-            f"    if {test}:",
-            f'        raise wrong_type("{fn.name}", "{name}", "{wanted}", {name})',
-        ]
+            lines.append(f'    bool_argument("{fn.name}", "{name}", {name})')
     return lines
 
 
@@ -399,9 +396,11 @@ def python_source(table: OpTable) -> str:
         "from opforge.torch._runtime import (",
         "    argument_error,",
         "    autograd_kernel,",
+        "    bool_argument,",
         "    cast_result,",
         "    direct_kernel,",
         "    helper_needs_autograd,",
+        "    int_argument,",
         "    int_list,",
         "    kernel_keys,",
         "    like_output,",
@@ -411,7 +410,6 @@ def python_source(table: OpTable) -> str:
         "    underivable_kernel,",
         "    sum_to,",
         "    vmap_by_loop,",
-        "    wrong_type,",
         "    zeros_if_none,",
         ")",
         "",

@@ -29,7 +29,7 @@ _TENSOR_CHECKS = {
     "broadcast",
     "param_dtype",
 }
-_SCALAR_CHECKS = {"dim", "min", "finite", "values", "suffix"}
+_SCALAR_CHECKS = {"dim", "min", "finite", "values", "suffix", "updates"}
 _OUTPUT_RULES = {"like", "broadcast", "reduce", "channels", "batch", "shape"}
 _OP_CHECKS = {"together", "required_unless", "per_channel_count"}
 _OP_KEYS = {
@@ -404,6 +404,14 @@ def _check_scalar(where, arg: Arg, checks, by_name) -> None:
             or not all(isinstance(v, str) for v in value)
         ):
             raise (where / key).error("expected a list of strings for a str argument")
+        if key == "updates" and (
+            arg.type != "bool"
+            or not isinstance(value, list)
+            or not all(v in by_name and by_name[v].mutable for v in value)
+        ):
+            raise (where / key).error(
+                "expected, for a bool argument, the list of Tensor(a!) arguments it has updated"
+            )
     if arg.type == "str" and "values" not in checks:
         raise where.error("a str argument needs its `values`")
 

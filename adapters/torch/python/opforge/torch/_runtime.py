@@ -181,46 +181,44 @@ def zeros_if_none(tangent: torch.Tensor | None, meta: tuple) -> torch.Tensor:
 
 
 def vmap_by_loop(
-    function: type, info, in_dims: tuple, *args, updated: dict | None = None, op: str = ""
+    function: type,
+    info,
+    in_dims: tuple,
+    *args,
+    updated: dict | None = None,
+    when: int | None = None,
+    op: str = "",
 ):
     """A ``vmap`` rule for an op without a batched kernel: one call per batch element.
 
-    ``updated`` names the arguments (by position) the op ``op`` may update in place. One that
-    is not batched would be updated once per element, where torch's own ops refuse; the first
-    element runs on copies of them, and if the op wrote to a copy, the call is refused with
-    nothing changed.
+    ``updated`` names the arguments (by position) the op ``op`` updates in place when the bool
+    argument at ``when`` is true (``when`` None: always). Such an argument left unbatched while
+    another is batched would be updated once per element: refused before anything runs, as
+    torch's batch_norm refuses unbatched running statistics under a batched input.
     """
-    size = info.batch_size
-    if size == 0:
+    if updated and (when is None or args[when]):
+        shared = [
+            name
+            for k, name in updated.items()
+            if isinstance(args[k], torch.Tensor) and in_dims[k] is None
+        ]
+        if shared and any(d is not None for k, d in enumerate(in_dims) if k not in updated):
+            raise RuntimeError(
+                f"opforge::{op}: under vmap it would update {' and '.join(shared)} once per "
+                f"batch element: {'it is' if len(shared) == 1 else 'they are'} not batched while "
+                "another argument is (batch them too, or pass None)"
+            )
+    if info.batch_size == 0:
         return _empty_batch(function, in_dims, args)
-
-    def element(i: int, values: tuple) -> tuple:
-        return tuple(
-            a.select(d, i) if d is not None and isinstance(a, torch.Tensor) else a
-            for a, d in zip(values, in_dims, strict=True)
+    rows = [
+        function.apply(
+            *(
+                a.select(d, i) if d is not None and isinstance(a, torch.Tensor) else a
+                for a, d in zip(args, in_dims, strict=True)
+            )
         )
-
-    shared = [
-        k for k in (updated or {}) if isinstance(args[k], torch.Tensor) and in_dims[k] is None
+        for i in range(info.batch_size)
     ]
-    first = list(args)
-    for k in shared:
-        first[k] = args[k].clone()
-    rows = [function.apply(*element(0, tuple(first)))]
-    written = [
-        updated[k]
-        for k in shared
-        if not torch.allclose(first[k], args[k], rtol=0.0, atol=0.0, equal_nan=True)
-    ]
-    if written:
-        raise RuntimeError(
-            f"opforge::{op}: under vmap it would update "
-            f"{' and '.join(written)} once per batch element: "
-            f"{'it is' if len(written) == 1 else 'they are'} not batched while an input is "
-            "(batch them, or pass None; torch refuses this too)"
-        )
-    for i in range(1, size):
-        rows.append(function.apply(*element(i, args)))
     if isinstance(rows[0], tuple):
         outputs = tuple(torch.stack(column) for column in zip(*rows, strict=True))
         return outputs, (0,) * len(outputs)
@@ -309,9 +307,9 @@ def _cpu_scalar(value) -> bool:
     )
 
 
-def _short(value: int) -> str:
-    text = str(value)
-    return text if len(text) <= 20 else f"{text[:8]}...({len(text)} digits)"
+def _describe_int(value: int) -> str:
+    # str() of a huge int is slow, and refused past 4300 digits.
+    return str(value) if abs(value) < 10**20 else f"of {abs(value).bit_length()} bits"
 
 
 def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | None]:
@@ -339,8 +337,8 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
             # torch takes ints that fit 64 bits, signed or not, and refuses others without
             # naming the call ("int too big to convert").
             raise OverflowError(
-                f"opforge.torch.{name}: the int operand {_short(value)} does not fit 64 bits "
-                "(torch takes -2**63 to 2**64 - 1)"
+                f"opforge.torch.{name}: an int operand {_describe_int(value)} does not fit 64 "
+                "bits (torch takes -2**63 to 2**64 - 1)"
             )
     dtype = result_dtype(a, b)
     if dtype not in _FLOATING:
@@ -392,17 +390,48 @@ def argument_error(exc: RuntimeError) -> Exception:
     )
 
 
-def wrong_type(function: str, name: str, wanted: str, value) -> TypeError:
-    """The error for an argument of a type torch refuses there (a bool where an int goes)."""
+def _wrong_type(function: str, name: str, wanted: str, value) -> TypeError:
     return TypeError(
         f"opforge.torch.{function}: {name} must be {wanted}, got {type(value).__name__} {value!r}"
     )
 
 
+def _dtype_kind(value) -> str | None:
+    """'b', 'i', 'u', 'f' or 'c' for a tensor or a NumPy scalar; None for anything else."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype == torch.bool:
+            return "b"
+        return "f" if value.is_floating_point() or value.is_complex() else "i"
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    return kind if isinstance(kind, str) else None
+
+
+def int_argument(function: str, name: str, value) -> None:
+    """Refuse what torch's parser refuses for an int argument and the dispatcher would take: a
+    bool (Python's or NumPy's), a bool or floating tensor (a 0.7 would become dim 0)."""
+    if isinstance(value, bool) or _dtype_kind(value) in ("b", "f", "c"):
+        raise _wrong_type(function, name, "an int", value)
+
+
+def bool_argument(function: str, name: str, value) -> None:
+    """Refuse what torch's parser refuses for a bool argument and the dispatcher would take as
+    its truth value: a number, a NumPy scalar, a tensor."""
+    if isinstance(value, (bool, torch.SymBool)):
+        return
+    if isinstance(value, (int, float)) or _dtype_kind(value) is not None:
+        raise _wrong_type(function, name, "a bool", value)
+
+
 def float_alpha(alpha):
-    """add's alpha, refused as torch refuses it for a floating result: a bool."""
-    if isinstance(alpha, bool):
-        raise wrong_type("add", "alpha", "a number (a bool alpha is for bool results)", alpha)
+    """add's alpha, refused where torch refuses it for a floating result: a bool (or bool
+    tensor), an int past 64 bits."""
+    if isinstance(alpha, bool) or (isinstance(alpha, torch.Tensor) and alpha.dtype == torch.bool):
+        raise _wrong_type("add", "alpha", "a number (a bool alpha is for bool results)", alpha)
+    if isinstance(alpha, int) and not -(2**63) <= alpha < 2**64:
+        raise OverflowError(
+            f"opforge.torch.add: alpha {_describe_int(alpha)} does not fit 64 bits (torch takes "
+            "-2**63 to 2**64 - 1)"
+        )
     return alpha
 
 
