@@ -254,7 +254,7 @@ def test_deb_context_carries_the_locks_and_only_the_cudnn_wheel(tmp_path, offlin
     lock = spec.combination.debian.lock_path(images, "runtime")
     lock.write_text(lock.read_text() + "# re-locked\n")
     assert context().digest != ctx.digest
-    newer = context()
+    context()
     lock.unlink()
     with pytest.raises(ConfigError, match=r"bookworm-cuda11\.8-runtime\.lock is missing") as raised:
         context()
@@ -263,7 +263,6 @@ def test_deb_context_carries_the_locks_and_only_the_cudnn_wheel(tmp_path, offlin
     assert (files / "debs-runtime.lock").read_text().endswith("# re-locked\n")
     assert (files / "pinned-devel.txt").is_file() and (ctx.path / "Dockerfile").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ctx", "images"]
-    assert newer.path == ctx.path
 
 
 def test_requirements_come_from_opforge_metadata():
