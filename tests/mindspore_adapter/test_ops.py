@@ -403,6 +403,27 @@ def test_graph_scalars_known_only_at_run_time_are_refused(op, value, name, tmp_p
         assert in_graph.tolist() == [1, 0]
 
 
+class _LayerNormCell(ms.nn.Cell):
+    def construct(self, x, n):
+        return ofm.layer_norm(x, (n,))[0]
+
+
+def test_graph_shape_tuples_holding_a_run_time_value_are_refused(tmp_path, monkeypatch):
+    # ops.isconstant calls the tuple constant; its element reaches the attrs as None.
+    monkeypatch.chdir(tmp_path)
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        with pytest.raises(TypeError) as info:
+            _LayerNormCell()(f32(2, 3), ms.mutable(3))
+        assert str(info.value).splitlines()[0] == (
+            "opforge.mindspore.layer_norm: normalized_shape must be constants when the graph is "
+            "compiled, got (None,) (None: a value known only at run time, such as "
+            "mindspore.mutable): pass Python ints"
+        )
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+
+
 @pytest.mark.parametrize("value", [np.ones((2, 3), np.float32), [1.0, 2.0], "x"])
 def test_non_tensor_inputs_say_a_mindspore_tensor_is_needed(value):
     with pytest.raises(

@@ -120,6 +120,14 @@ def _check_scalar(fn: str, name: str, kind: str, value: object) -> None:
         raise _fail(fn, f"{name} is out of range for a 64-bit int, got {value}", OverflowError)
     if base == "bool" and not isinstance(value, (bool, np.bool_)):
         raise _fail(fn, f"{name} must be a bool, got {value!r}", TypeError)
+    if base == "int[]" and isinstance(value, (tuple, list)) and None in value:
+        # GRAPH mode: ops.isconstant calls a tuple constant even when an element is a mutable.
+        raise _fail(
+            fn,
+            f"{name} must be constants when the graph is compiled, got {value!r} (None: a value "
+            "known only at run time, such as mindspore.mutable): pass Python ints",
+            TypeError,
+        )
     if base == "int[]" and not (
         isinstance(value, (tuple, list))
         and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)
