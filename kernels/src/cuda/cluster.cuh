@@ -89,11 +89,12 @@ __device__ __forceinline__ ClusterLeave<kCluster> combine_blocks(S* part, S* res
       }
       result[t] = acc;
     }
-    // Release: this thread's remote reads are ordered before its arrival, which the owners of
-    // that memory wait for before they exit. (A relaxed arrive measured 1-3 points of the copy
-    // rate faster on the H100, bench/results/kernel-variants-*-2026-11-24.txt, but PTX does not
-    // order the reads before it.)
-    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+    // Release (the arrive's default; CUDA 11.8's ptxas takes no explicit .sem): this thread's
+    // remote reads are ordered before its arrival, which the owners of that memory wait for
+    // before they exit. (A relaxed arrive measured 1-3 points of the copy rate faster on the
+    // H100, bench/results/kernel-variants-*-2026-11-24.txt, but PTX does not order the reads
+    // before it.)
+    asm volatile("barrier.cluster.arrive;" ::: "memory");
     __syncthreads();  // result is complete
 #else
     __trap();  // clusters are launched on compute capability 9.0 and later only
