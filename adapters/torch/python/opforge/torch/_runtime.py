@@ -307,9 +307,16 @@ def _cpu_scalar(value) -> bool:
     )
 
 
-def _describe_int(value: int) -> str:
-    # str() of a huge int is slow, and refused past 4300 digits.
-    return str(value) if abs(value) < 10**20 else f"of {abs(value).bit_length()} bits"
+def require_64_bits(function: str, what: str, value) -> None:
+    """Refuse an int past 64 bits as torch does ("int too big to convert", without naming the
+    call): torch takes -2**63 to 2**64 - 1, signed or not."""
+    if isinstance(value, int) and not -(2**63) <= value < 2**64:
+        # str() of a huge int is slow, and refused past 4300 digits.
+        shown = str(value) if abs(value) < 10**20 else f"of {abs(value).bit_length()} bits"
+        raise OverflowError(
+            f"opforge.torch.{function}: {what} {shown} does not fit 64 bits (torch takes -2**63 "
+            "to 2**64 - 1)"
+        )
 
 
 def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | None]:
@@ -333,13 +340,7 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
                 f"opforge.torch.{name}: operands are tensors or Python numbers, got "
                 f"{type(value).__name__}"
             )
-        if isinstance(value, int) and not -(2**63) <= value < 2**64:
-            # torch takes ints that fit 64 bits, signed or not, and refuses others without
-            # naming the call ("int too big to convert").
-            raise OverflowError(
-                f"opforge.torch.{name}: an int operand {_describe_int(value)} does not fit 64 "
-                "bits (torch takes -2**63 to 2**64 - 1)"
-            )
+        require_64_bits(name, "an int operand", value)
     dtype = result_dtype(a, b)
     if dtype not in _FLOATING:
         raise TypeError(
@@ -427,11 +428,7 @@ def float_alpha(alpha):
     tensor), an int past 64 bits."""
     if isinstance(alpha, bool) or (isinstance(alpha, torch.Tensor) and alpha.dtype == torch.bool):
         raise _wrong_type("add", "alpha", "a number (a bool alpha is for bool results)", alpha)
-    if isinstance(alpha, int) and not -(2**63) <= alpha < 2**64:
-        raise OverflowError(
-            f"opforge.torch.add: alpha {_describe_int(alpha)} does not fit 64 bits (torch takes "
-            "-2**63 to 2**64 - 1)"
-        )
+    require_64_bits("add", "alpha", alpha)
     return alpha
 
 
