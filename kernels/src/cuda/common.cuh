@@ -81,6 +81,20 @@ __device__ __forceinline__ Pack<T, V> to_pack(const float (&f)[V]) {
   return p;
 }
 
+// Element j of a pack as a float. A bfloat16 is the upper half of a float: either element of
+// a 32-bit pair is one shift or mask of the pair, where converting it alone takes two
+// instructions for the upper one (the norm backward converts four elements per element).
+template <class T, int V>
+__device__ __forceinline__ float pack_f(const Pack<T, V>& p, int j) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && V % 2 == 0) {
+    uint32_t pair;
+    memcpy(&pair, &p.v[j & ~1], sizeof(pair));
+    return __uint_as_float(j % 2 == 0 ? pair << 16 : pair & 0xffff0000u);
+  } else {
+    return to_f(p.v[j]);
+  }
+}
+
 // Elements of T in one 16-byte access.
 template <class T>
 constexpr int kVec = 16 / sizeof(T);

@@ -19,7 +19,7 @@ __device__ __forceinline__ void load_floats(const T* p, float (&out)[V]) {
   for (int c = 0; c < V / kChunk; ++c) {
     const P pack = reinterpret_cast<const P*>(p)[c];
 #pragma unroll
-    for (int j = 0; j < kChunk; ++j) out[c * kChunk + j] = to_f(pack.v[j]);
+    for (int j = 0; j < kChunk; ++j) out[c * kChunk + j] = pack_f(pack, j);
   }
 }
 

@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(kMaxThreads)
         const Raw r = mine[p * threads];
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-          v[p][k] = to_f(r.v[k]);
+          v[p][k] = pack_f(r, k);
           sum += v[p][k];
         }
       }
@@ -336,7 +336,7 @@ __global__ void __launch_bounds__(kMaxThreads)
         load_param<W, V>(weight, static_cast<int64_t>(q) * V, 1.0f, w);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-          const float d = to_f(cg[p].v[k]), xhat = (to_f(cx[p].v[k]) - cm) * cr, g = d * w[k];
+          const float d = pack_f(cg[p], k), xhat = (pack_f(cx[p], k) - cm) * cr, g = d * w[k];
           mine[p * V + k] += d * xhat;
           if (kCentered) mine[P * V + p * V + k] += d;
           sum_g += g;
@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(kMaxThreads)
         load_param<W, V>(weight, static_cast<int64_t>(q) * V, 1.0f, w);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-          const float xhat = (to_f(cx[p].v[k]) - cm) * cr, g = to_f(cg[p].v[k]) * w[k];
+          const float xhat = (pack_f(cx[p], k) - cm) * cr, g = pack_f(cg[p], k) * w[k];
           o[k] = cr * (g - c1 - xhat * c2);
         }
         store_floats<T, V>(dxr + static_cast<int64_t>(q) * V, o);
@@ -482,7 +482,7 @@ __global__ void __launch_bounds__(kBlockThreads)
           const Raw cg = cur[(r * kRowPacks + P + p) * threads];
 #pragma unroll
           for (int k = 0; k < V; ++k) {
-            const float d = to_f(cg.v[k]), xhat = (to_f(cx.v[k]) - cm[r]) * cr[r];
+            const float d = pack_f(cg, k), xhat = (pack_f(cx, k) - cm[r]) * cr[r];
             const float g = d * w[p][k];
             acc[0][p][k] += d * xhat;
             if (kCentered) acc[kParts - 1][p][k] += d;
@@ -507,7 +507,7 @@ __global__ void __launch_bounds__(kBlockThreads)
           float o[V];
 #pragma unroll
           for (int k = 0; k < V; ++k) {
-            const float xhat = (to_f(cx.v[k]) - cm[r]) * cr[r], g = to_f(cg.v[k]) * w[p][k];
+            const float xhat = (pack_f(cx, k) - cm[r]) * cr[r], g = pack_f(cg, k) * w[p][k];
             o[k] = cr[r] * (g - c1 - xhat * c2);
           }
           store_floats<T, V>(dxr + static_cast<int64_t>(q) * V, o);

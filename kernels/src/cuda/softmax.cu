@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(TPR == 32 ? 32 * kWarpRowsPerBlock : TPR)
     for (int k = 0; k < kMaxPacks; ++k) {
       if (lane + static_cast<int64_t>(k) * TPR < packs) {
 #pragma unroll
-        for (int j = 0; j < N; ++j) dot += to_f(v[k].v[j]) * to_f(g[k].v[j]);
+        for (int j = 0; j < N; ++j) dot += pack_f(v[k], j) * pack_f(g[k], j);
       }
     }
     st = row_sum(dot);
@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(TPR == 32 ? 32 * kWarpRowsPerBlock : TPR)
     for (int k = 0; k < kMaxPacks; ++k) {
       if (lane + static_cast<int64_t>(k) * TPR < packs) {
 #pragma unroll
-        for (int j = 0; j < N; ++j) m = nan_max(m, to_f(v[k].v[j]));
+        for (int j = 0; j < N; ++j) m = nan_max(m, pack_f(v[k], j));
       }
     }
     m = TPR == 32 ? warp_max(m) : block_reduce<true>(m, scratch);
@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(TPR == 32 ? 32 * kWarpRowsPerBlock : TPR)
     for (int k = 0; k < kMaxPacks; ++k) {
       if (lane + static_cast<int64_t>(k) * TPR < packs) {
 #pragma unroll
-        for (int j = 0; j < N; ++j) s += exp_ftz(to_f(v[k].v[j]) - m);
+        for (int j = 0; j < N; ++j) s += exp_ftz(pack_f(v[k], j) - m);
       }
     }
     st = Online{m, 1.0f / row_sum(s)};
@@ -254,7 +254,7 @@ __device__ __forceinline__ void load_to_smem(const T* __restrict__ p, int64_t n,
         sp[kk] = v[u];
         float f[N];
 #pragma unroll
-        for (int j = 0; j < N; ++j) f[j] = to_f(v[u].v[j]);
+        for (int j = 0; j < N; ++j) f[j] = pack_f(v[u], j);
         take(f);
       }
     }
@@ -351,7 +351,7 @@ __global__ void __launch_bounds__(kSmemRowThreads)
           const P v = *reinterpret_cast<const P*>(s_in + pack(q));
           const P g = *reinterpret_cast<const P*>(s_grad + pack(q));
 #pragma unroll
-          for (int j = 0; j < N; ++j) acc += to_f(v.v[j]) * to_f(g.v[j]);
+          for (int j = 0; j < N; ++j) acc += pack_f(v, j) * pack_f(g, j);
         }
       }
     } else {
@@ -549,7 +549,7 @@ __global__ void __launch_bounds__(kTileThreads)
           float m = -FLT_MAX;
 #pragma unroll
           for (int r = 0; r < kRowsAtOnce; ++r) {
-            f[r] = to_f(v[r].v[j]);
+            f[r] = pack_f(v[r], j);
             m = fmaxf(m, f[r]);  // a NaN is passed over here, and makes the sum NaN below
           }
           if (m > st[j].max) {
@@ -574,11 +574,11 @@ __global__ void __launch_bounds__(kTileThreads)
       if constexpr (kBackward) {
         const P g = *reinterpret_cast<const P*>(s_grad + row(k) * W + cw);
 #pragma unroll
-        for (int j = 0; j < V; ++j) st[j] += to_f(v.v[j]) * to_f(g.v[j]);
+        for (int j = 0; j < V; ++j) st[j] += pack_f(v, j) * pack_f(g, j);
       } else {
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const float f = to_f(v.v[j]);
+          const float f = pack_f(v, j);
           if (f > st[j].max) {
             st[j].sum *= exp_ftz(st[j].max - f);
             st[j].max = f;
@@ -623,7 +623,7 @@ __global__ void __launch_bounds__(kTileThreads)
     float res[V];
 #pragma unroll
     for (int j = 0; j < V; ++j)
-      res[j] = finish_f<kBackward>(to_f(v.v[j]), kBackward ? to_f(g.v[j]) : 0.0f, fin[j]);
+      res[j] = finish_f<kBackward>(pack_f(v, j), kBackward ? pack_f(g, j) : 0.0f, fin[j]);
     store_global(out + r * a.out_len, to_pack<T, V>(res));
   }
 }
@@ -659,9 +659,9 @@ __global__ void __launch_bounds__(kColThreads)
 #pragma unroll
           for (int j = 0; j < V; ++j) {
             if constexpr (kBackward) {
-              st[j] += to_f(v[u].v[j]) * to_f(g[u].v[j]);
+              st[j] += pack_f(v[u], j) * pack_f(g[u], j);
             } else {
-              const float f[1] = {to_f(v[u].v[j])};
+              const float f[1] = {pack_f(v[u], j)};
               online_add(st[j], f);
             }
           }
