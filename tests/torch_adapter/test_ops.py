@@ -426,6 +426,51 @@ def test_errors_name_the_op_and_the_problem(call, message, device):
     assert message in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("call", "message"), ERRORS, ids=[m.split(": ", 1)[1][:40] for _, m in ERRORS]
+)
+def test_fake_kernels_refuse_what_the_kernels_refuse(call, message):
+    # Meta tensors reach the fake kernels (as torch.compile's fake tensors and vmap over an
+    # empty batch do): the same checks, the same words.
+    with pytest.raises(RuntimeError) as info:
+        call("meta")
+    assert message in str(info.value)
+
+
+def test_fake_tensor_mode_refuses_an_argument_the_kernel_refuses():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        x = mode.from_tensor(torch.ones(3, 4))
+        with pytest.raises(RuntimeError, match=r"opforge::softmax: dim 2 is out of range"):
+            ot.softmax(x, 2)
+        with pytest.raises(RuntimeError, match=r"opforge::layer_norm: normalized_shape \[3\]"):
+            ot.layer_norm(x, (3,))
+        assert ot.softmax(x, 1).shape == (3, 4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda v: ot.softmax(v, 5),
+        lambda v: ot.layer_norm(v, (4,)),
+        lambda v: ot.rms_norm(v, (3,), eps=-1.0),
+        lambda v: ot.gelu(v, approximate="fast"),
+        lambda v: ot.add(v, torch.ones(4, 3, device=v.device)),
+    ],
+    ids=["dim", "normalized_shape", "eps", "approximate", "broadcast"],
+)
+def test_vmap_over_an_empty_batch_refuses_what_any_batch_refuses(call, device):
+    errors = []
+    for batch in (2, 0):
+        with pytest.raises(RuntimeError) as info:
+            torch.func.vmap(call)(torch.ones(batch, 2, 3, device=device))
+        errors.append(str(info.value))
+    assert errors[0] == errors[1]
+    assert errors[1].startswith("opforge::")
+
+
 ARGUMENT_ERRORS = [
     (
         lambda x: ot.softmax(x, None),

@@ -146,6 +146,73 @@ def _fake_output(op: Op, rule: str, spec) -> str:
     return f"{first}.new_empty(_shapes.given({spec}), dtype=torch.float32)"
 
 
+def _fake_checks(table: OpTable, op: Op) -> list[str]:
+    """The fake kernel's calls of ``_fake_checks``: the library's argument checks (gen_c's
+    order), so that fake and meta tensors refuse what the kernels refuse."""
+    name = repr(op.name)
+    lines = []
+    for arg in op.tensors:
+        if "dtypes" in arg.checks:
+            allowed = table.dtype_sets[arg.checks["dtypes"]]
+            lines.append(f"_fc.dtypes({name}, {arg.name}, {arg.name!r}, {tuple(allowed)!r})")
+        if "rank" in arg.checks:
+            lo, hi = arg.checks["rank"]
+            lines.append(f"_fc.rank({name}, {arg.name}, {arg.name!r}, {lo}, {hi})")
+    for arg in op.scalars:
+        checks = arg.checks
+        if "dim" in checks:
+            of = checks["dim"]
+            lines.append(f"_fc.dim({name}, {arg.name}, {of}, {of!r}, {arg.name!r})")
+        if "min" in checks:
+            lines.append(f"_fc.at_least({name}, {arg.name}, {checks['min']}, {arg.name!r})")
+        if "finite" in checks:
+            lines.append(f"_fc.finite({name}, {arg.name}, {arg.name!r})")
+        if "values" in checks:
+            values = tuple(checks["values"])
+            lines.append(f"_fc.choice({name}, {arg.name}, {values!r}, {arg.name!r})")
+        if "suffix" in checks:
+            of = checks["suffix"]
+            lines.append(f"_fc.suffix({name}, {arg.name}, {of}, {of!r}, {arg.name!r})")
+    for arg in op.tensors:
+        checks, t = arg.checks, f"{arg.name}, {arg.name!r}"
+        for kind, check in (("like", "like"), ("broadcast", "broadcastable")):
+            if kind in checks:
+                ref = checks[kind]
+                lines.append(f"_fc.{check}({name}, {ref}, {ref!r}, {t})")
+        like = checks.get("param_dtype")
+        if "channels" in checks:
+            ref = checks["channels"]
+            lines.append(f"_fc.channels({name}, {ref}, {ref!r}, {t}, {bool(like)})")
+        if "batch" in checks:
+            of, normalized = checks["batch"]["of"], checks["batch"]["normalized"]
+            lines.append(
+                f"_fc.shaped({name}, _fc.batch_shape({of}, {normalized}), "
+                f"{'the leading dims of ' + of!r}, {t})"
+            )
+        if "shape" in checks:
+            ref = checks["shape"]
+            lines.append(f"_fc.shaped({name}, {ref}, {ref!r}, {t}, {like})")
+    for check in op.checks:
+        ((kind, spec),) = check.items()
+        if kind == "together":
+            named = ", ".join(f"{t!r}: {t}" for t in spec)
+            lines.append(f"_fc.together({name}, {{{named}}})")
+        elif kind == "required_unless":
+            named = ", ".join(f"{t!r}: {t}" for t in spec["tensors"])
+            flag = spec["flag"]
+            lines.append(f"_fc.required_unless({name}, {flag}, {flag!r}, {{{named}}})")
+        else:
+            when = spec.get("when", "True")
+            lines.append(
+                f"_fc.per_channel_count({name}, {spec['of']}, {spec['of']!r}, {spec['min']}, {when})"
+            )
+    for out in op.outputs:
+        if out.rule == "reduce":
+            of, dim = out.spec["of"], out.spec["dim"]
+            lines.append(f"_fc.reducible({name}, {of}, {of!r}, {dim})")
+    return [f"    {line}" for line in lines]
+
+
 def _integer_only(op: Op) -> bool:
     return all(o.rule == "reduce" for o in op.outputs)
 
@@ -391,6 +458,7 @@ def python_source(table: OpTable) -> str:
         "",
         "import torch",
         "",
+        "from opforge.torch import _fake_checks as _fc",
         "from opforge.torch import _runtime as _rt",
         "from opforge.torch import _shapes",
         "from opforge.torch._runtime import (",
@@ -429,6 +497,7 @@ def python_source(table: OpTable) -> str:
         lines += [
             f'@torch.library.register_fake("opforge::{op.name}")',
             f"def _{op.name}_fake({', '.join(names)}):",
+            *_fake_checks(table, op),
             f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}",
             "",
             "",

@@ -1,0 +1,231 @@
+"""The kernel library's argument checks (``kernels/src/common/call.cpp``), for the fake kernels.
+
+A fake kernel computes output shapes without running anything: under ``torch.compile`` (fake
+tensors), and under ``vmap`` over an empty batch (meta tensors). Without these checks it would
+accept what the library refuses (a dim out of range, an unknown ``approximate``, a negative
+``eps``), and an empty batch would return outputs where any other batch raises. Each check
+raises the library's own message, so the error reads the same whichever path found it. The
+generated ``_ops.py`` calls them in the library's order: one tensor at a time, the scalars, then
+the relations between arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import torch
+
+
+def _refuse(op: str, message: str) -> None:
+    raise RuntimeError(f"opforge::{op}: {message}")
+
+
+def _shape(shape: Sequence) -> str:
+    return "[" + ", ".join(str(n) for n in shape) + "]"
+
+
+def _number(value: float) -> str:
+    # call.cpp's number_string: the shortest %g that reads back as the same double.
+    for digits in range(1, 18):
+        text = f"{value:.{digits}g}"
+        if float(text) == value or math.isnan(value):
+            return text
+    return repr(value)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def dtypes(op: str, t: torch.Tensor | None, name: str, allowed: Sequence[str]) -> None:
+    """``t``'s dtype is one of ``allowed`` (names such as ``float32``)."""
+    if t is not None and _dtype_name(t.dtype) not in allowed:
+        _refuse(op, f"{name} has dtype {_dtype_name(t.dtype)} (supported: {', '.join(allowed)})")
+
+
+def rank(op: str, t: torch.Tensor | None, name: str, lo: int, hi: int) -> None:
+    """``t`` has ``lo`` to ``hi`` dims."""
+    if t is not None and not lo <= t.dim() <= hi:
+        _refuse(op, f"{name} must have {lo} to {hi} dimensions, got shape {_shape(t.shape)}")
+
+
+def dim(op: str, value: int | None, of: torch.Tensor | None, of_name: str, name: str) -> None:
+    """``value`` is a dim of ``of`` (a 0-d tensor counts as having one)."""
+    if value is None or of is None:
+        return
+    n = max(of.dim(), 1)
+    if not -n <= value < n:
+        _refuse(
+            op,
+            f"{name} {value} is out of range for {of_name} of shape {_shape(of.shape)} "
+            f"(valid: {-n} to {n - 1})",
+        )
+
+
+def at_least(op: str, value: float | None, lo: float, name: str) -> None:
+    """``value`` is at least ``lo`` (NaN is not)."""
+    if value is not None and not value >= lo:
+        _refuse(op, f"{name} must be at least {_number(lo)}, got {_number(value)}")
+
+
+def finite(op: str, value: float | None, name: str) -> None:
+    """``value`` is neither infinite nor NaN."""
+    if value is not None and not math.isfinite(value):
+        _refuse(op, f"{name} must be finite, got {_number(value)}")
+
+
+def choice(op: str, value: str, values: Sequence[str], name: str) -> None:
+    """``value`` is one of ``values``."""
+    if value not in values:
+        allowed = ", ".join(f"'{v}'" for v in values)
+        _refuse(op, f"{name} must be one of {allowed}, got '{value}'")
+
+
+def suffix(op: str, value: Sequence, of: torch.Tensor | None, of_name: str, name: str) -> None:
+    """``value`` is the trailing shape of ``of`` (at least one dim)."""
+    if of is None:
+        return
+    shape = tuple(of.shape)
+    values = tuple(value)
+    if not values or len(values) > len(shape) or shape[len(shape) - len(values) :] != values:
+        _refuse(
+            op,
+            f"{name} {_shape(values)} must be the trailing dims of {of_name} of shape "
+            f"{_shape(shape)}",
+        )
+
+
+def like(
+    op: str, ref: torch.Tensor | None, ref_name: str, t: torch.Tensor | None, name: str
+) -> None:
+    """``t`` has ``ref``'s shape and dtype."""
+    if ref is None or t is None:
+        return
+    if t.shape != ref.shape:
+        _refuse(
+            op, f"shape mismatch: {ref_name} is {_shape(ref.shape)} but {name} is {_shape(t.shape)}"
+        )
+    if t.dtype != ref.dtype:
+        _refuse(
+            op,
+            f"dtype mismatch: {ref_name} is {_dtype_name(ref.dtype)} but {name} is "
+            f"{_dtype_name(t.dtype)}",
+        )
+
+
+def broadcastable(
+    op: str, ref: torch.Tensor | None, ref_name: str, t: torch.Tensor | None, name: str
+) -> None:
+    """``t`` has ``ref``'s dtype and a shape that broadcasts with ``ref``'s (NumPy's rule)."""
+    if ref is None or t is None:
+        return
+    if t.dtype != ref.dtype:
+        _refuse(
+            op,
+            f"dtype mismatch: {ref_name} is {_dtype_name(ref.dtype)} but {name} is "
+            f"{_dtype_name(t.dtype)}",
+        )
+    n = max(ref.dim(), t.dim())
+    a = (1,) * (n - ref.dim()) + tuple(ref.shape)
+    b = (1,) * (n - t.dim()) + tuple(t.shape)
+    if any(da != db and da != 1 and db != 1 for da, db in zip(a, b, strict=True)):
+        _refuse(
+            op,
+            f"shapes do not broadcast: {ref_name} is {_shape(ref.shape)} but {name} is "
+            f"{_shape(t.shape)}",
+        )
+
+
+def _param_dtype(op: str, t: torch.Tensor, name: str, like: torch.Tensor | None) -> None:
+    if t.dtype == torch.float32 or (like is not None and t.dtype == like.dtype):
+        return
+    other = f" or {_dtype_name(like.dtype)}" if like is not None else ""
+    _refuse(op, f"{name} must be float32{other}, got {_dtype_name(t.dtype)}")
+
+
+def channels(
+    op: str,
+    ref: torch.Tensor | None,
+    ref_name: str,
+    t: torch.Tensor | None,
+    name: str,
+    or_like: bool = False,
+) -> None:
+    """``t`` has one value per channel (dim 1) of ``ref``, in float32 (or ``ref``'s dtype)."""
+    if ref is None or t is None:
+        return
+    c = ref.shape[1] if ref.dim() > 1 else 0
+    if t.dim() != 1 or t.shape[0] != c:
+        _refuse(
+            op,
+            f"{name} must have shape [{c}] (one per channel of {ref_name}), got {_shape(t.shape)}",
+        )
+    _param_dtype(op, t, name, ref if or_like else None)
+
+
+def shaped(
+    op: str,
+    shape: Sequence,
+    shape_name: str,
+    t: torch.Tensor | None,
+    name: str,
+    like: torch.Tensor | None = None,
+) -> None:
+    """``t`` has ``shape``, in float32 (or ``like``'s dtype)."""
+    if t is None:
+        return
+    if tuple(t.shape) != tuple(shape):
+        _refuse(op, f"{name} must have shape {_shape(shape)} ({shape_name}), got {_shape(t.shape)}")
+    _param_dtype(op, t, name, like)
+
+
+def batch_shape(x: torch.Tensor, normalized: Sequence) -> tuple:
+    """The dims of ``x`` before the ``normalized`` trailing ones (none if they do not fit)."""
+    if len(normalized) > x.dim():
+        return ()
+    return tuple(x.shape)[: x.dim() - len(normalized)]
+
+
+def per_channel_count(op: str, x: torch.Tensor | None, name: str, least: int, when: bool) -> None:
+    """``x`` (non-empty, 2-D or more) has at least ``least`` values per channel when ``when``."""
+    if x is None or not when or x.numel() == 0 or x.dim() < 2:
+        return
+    if x.numel() // x.shape[1] < least:
+        _refuse(
+            op, f"needs at least {least} values per channel, got {name} of shape {_shape(x.shape)}"
+        )
+
+
+def reducible(op: str, x: torch.Tensor, name: str, dim: int | None) -> None:
+    """A reduction of ``x`` over ``dim`` (None: everything) has values to reduce wherever it
+    has an output."""
+    if dim is None:
+        reduced, count = x.numel(), 1
+    elif x.dim() == 0:
+        reduced, count = 1, 1
+    else:
+        dim %= x.dim()
+        reduced = x.shape[dim]
+        count = math.prod(n for k, n in enumerate(x.shape) if k != dim)
+    if count > 0 and reduced == 0:
+        where = f" over dim {dim}, which has size 0" if dim is not None else ", which is empty"
+        _refuse(op, f"cannot reduce {name} of shape {_shape(x.shape)}{where}")
+
+
+def together(op: str, tensors: Mapping[str, torch.Tensor | None]) -> None:
+    """The optional ``tensors`` are given all or none."""
+    given = [t is not None for t in tensors.values()]
+    if any(given) and not all(given):
+        _refuse(op, f"give {' and '.join(tensors)} together, or none of them")
+
+
+def required_unless(
+    op: str, flag: bool, flag_name: str, tensors: Mapping[str, torch.Tensor | None]
+) -> None:
+    """``tensors`` are given when ``flag`` is false."""
+    if flag:
+        return
+    for name, t in tensors.items():
+        if t is None:
+            _refuse(op, f"{name} is required when {flag_name} is false")
