@@ -161,6 +161,17 @@ BAD = [
         "Tensor(a!) arguments it has updated",
     ),
     (
+        "from without updates",
+        _set("ops.batch_norm.scalars.eps.from", ["x"]),
+        "ops.batch_norm.scalars.eps.from: expected, beside updates, the list of tensor arguments "
+        "the update is computed from",
+    ),
+    (
+        "from naming a scalar",
+        _set("ops.batch_norm.scalars.training.from", ["momentum"]),
+        "ops.batch_norm.scalars.training.from: expected, beside updates",
+    ),
+    (
         "updates on a non-bool",
         _set("ops.batch_norm.scalars.momentum.updates", ["running_mean"]),
         "ops.batch_norm.scalars.momentum.updates: expected, for a bool argument",

@@ -166,6 +166,22 @@ def test_vmap_over_an_empty_batch_gives_what_torch_gives(name, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_vmap_over_the_weight_alone_updates_running_stats_once_as_torch(device):
+    # x unbatched: every element's statistics are the same, and torch updates them once.
+    x = torch.randn(6, 3, device=device)
+    weights, biases = torch.randn(4, 3, device=device), torch.randn(4, 3, device=device)
+    ours_stats = [torch.zeros(3, device=device), torch.ones(3, device=device)]
+    torch_stats = [torch.zeros(3, device=device), torch.ones(3, device=device)]
+    ours = torch.func.vmap(lambda w, b: ot.batch_norm(x, *ours_stats, w, b, training=True))
+    native = torch.func.vmap(
+        lambda w, b: torch.nn.functional.batch_norm(x, *torch_stats, w, b, training=True)
+    )
+    torch.testing.assert_close(ours(weights, biases), native(weights, biases))
+    torch.testing.assert_close(ours_stats, torch_stats)
+    assert not torch.equal(ours_stats[0], torch.zeros(3, device=device))  # updated, once
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_vmap_refuses_running_stats_it_would_update_once_per_element(device):
     # torch refuses this too; a loop would fold every element into one running_mean.
     x = torch.randn(2, 4, 3, device=device)
@@ -174,8 +190,7 @@ def test_vmap_refuses_running_stats_it_would_update_once_per_element(device):
         torch.func.vmap(lambda v: ot.batch_norm(v, rm, rv, training=True))(x)
     assert str(info.value) == (
         "opforge::batch_norm: under vmap it would update running_mean and running_var once per "
-        "batch element: they are not batched while another argument is (batch them too, or "
-        "pass None)"
+        "batch element: they are not batched while x is (batch them too, or pass None)"
     )
     assert rm.eq(0).all() and rv.eq(1).all()  # nothing changed
     # One of the two batched: refused before either is written.

@@ -359,13 +359,18 @@ def _function_class(table: OpTable, op: Op) -> list[str]:
 
 
 def _updated_in_place(op: Op) -> str:
-    """vmap_by_loop's ``updated`` (the arguments the op updates in place, by position) and
-    ``when`` (the position of the bool argument under which it does; None: every call)."""
+    """vmap_by_loop's ``updated`` (the arguments the op updates in place, by position),
+    ``when`` (the position of the bool argument under which it does; None: every call) and
+    ``sources`` (the positions of the tensors the update is computed from; None: unknown)."""
     updated = {i: a.name for i, a in enumerate(op.args) if a.mutable}
     if not updated:
         return ""
-    when = next((i for i, a in enumerate(op.args) if "updates" in a.checks), None)
-    return f", updated={updated!r}, when={when!r}, op={op.name!r}"
+    flag = next((a for a in op.args if "updates" in a.checks), None)
+    when = op.args.index(flag) if flag is not None else None
+    sources = None
+    if flag is not None and "from" in flag.checks:
+        sources = tuple(i for i, a in enumerate(op.args) if a.name in flag.checks["from"])
+    return f", updated={updated!r}, when={when!r}, sources={sources!r}, op={op.name!r}"
 
 
 def _bool_int_checks(op: Op, fn: Function) -> list[str]:

@@ -29,7 +29,7 @@ _TENSOR_CHECKS = {
     "broadcast",
     "param_dtype",
 }
-_SCALAR_CHECKS = {"dim", "min", "finite", "values", "suffix", "updates"}
+_SCALAR_CHECKS = {"dim", "min", "finite", "values", "suffix", "updates", "from"}
 _OUTPUT_RULES = {"like", "broadcast", "reduce", "channels", "batch", "shape"}
 _OP_CHECKS = {"together", "required_unless", "per_channel_count"}
 _OP_KEYS = {
@@ -411,6 +411,15 @@ def _check_scalar(where, arg: Arg, checks, by_name) -> None:
         ):
             raise (where / key).error(
                 "expected, for a bool argument, the list of Tensor(a!) arguments it has updated"
+            )
+        if key == "from" and (
+            "updates" not in checks
+            or not isinstance(value, list)
+            or not value
+            or not all(v in by_name and by_name[v].is_tensor for v in value)
+        ):
+            raise (where / key).error(
+                "expected, beside updates, the list of tensor arguments the update is computed from"
             )
     if arg.type == "str" and "values" not in checks:
         raise where.error("a str argument needs its `values`")

@@ -9,6 +9,7 @@ gives a ``jvp``. Every transform opforge does not support raises an error naming
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable
 
@@ -187,42 +188,58 @@ def vmap_by_loop(
     *args,
     updated: dict | None = None,
     when: int | None = None,
+    sources: tuple | None = None,
     op: str = "",
 ):
     """A ``vmap`` rule for an op without a batched kernel: one call per batch element.
 
     ``updated`` names the arguments (by position) the op ``op`` updates in place when the bool
-    argument at ``when`` is true (``when`` None: always). Such an argument left unbatched while
-    another is batched would be updated once per element: refused before anything runs, as
-    torch's batch_norm refuses unbatched running statistics under a batched input.
+    argument at ``when`` is true (``when`` None: always), computing the update from the tensors
+    at ``sources`` (None: from any argument). Such an argument left unbatched is updated once,
+    as torch updates it, when its update is the same for every element (its sources are
+    unbatched too): the other elements update copies. Where the update would differ from one
+    element to the next, it is refused before anything runs, as torch's batch_norm refuses
+    unbatched running statistics under a batched input.
     """
+    once: list[int] = []
     if updated and (when is None or args[when]):
-        shared = [
-            name
-            for k, name in updated.items()
-            if isinstance(args[k], torch.Tensor) and in_dims[k] is None
-        ]
-        if shared and any(d is not None for k, d in enumerate(in_dims) if k not in updated):
+        once = [k for k in updated if isinstance(args[k], torch.Tensor) and in_dims[k] is None]
+        inputs = (
+            sources if sources is not None else [k for k in range(len(args)) if k not in updated]
+        )
+        batched = [k for k in inputs if in_dims[k] is not None]
+        if once and batched:
+            shared = [updated[k] for k in once]
             raise RuntimeError(
                 f"opforge::{op}: under vmap it would update {' and '.join(shared)} once per "
                 f"batch element: {'it is' if len(shared) == 1 else 'they are'} not batched while "
-                "another argument is (batch them too, or pass None)"
+                f"{'another argument is' if sources is None else _names(function, batched)} "
+                "(batch them too, or pass None)"
             )
     if info.batch_size == 0:
         return _empty_batch(function, in_dims, args)
-    rows = [
-        function.apply(
-            *(
-                a.select(d, i) if d is not None and isinstance(a, torch.Tensor) else a
-                for a, d in zip(args, in_dims, strict=True)
-            )
-        )
-        for i in range(info.batch_size)
-    ]
+
+    def element(i: int) -> list:
+        values = [
+            a.select(d, i) if d is not None and isinstance(a, torch.Tensor) else a
+            for a, d in zip(args, in_dims, strict=True)
+        ]
+        for k in once if i > 0 else ():
+            values[k] = values[k].clone()
+        return values
+
+    rows = [function.apply(*element(i)) for i in range(info.batch_size)]
     if isinstance(rows[0], tuple):
         outputs = tuple(torch.stack(column) for column in zip(*rows, strict=True))
         return outputs, (0,) * len(outputs)
     return torch.stack(rows), 0
+
+
+def _names(function: type, positions: list[int]) -> str:
+    """'x is' / 'x and y are': the arguments of ``function.forward`` at ``positions``."""
+    names = inspect.signature(function.forward).parameters
+    picked = [list(names)[k] for k in positions]
+    return f"{' and '.join(picked)} {'is' if len(picked) == 1 else 'are'}"
 
 
 def _empty_batch(function: type, in_dims: tuple, args: tuple):
