@@ -370,6 +370,14 @@ def _add_scaled(x, alpha):
     return ofm.add(x, x, alpha=alpha)
 
 
+def _mul_by(x, value):
+    return ofm.mul(x, value)
+
+
+def _add_number(x, value):
+    return ofm.add(value, x)
+
+
 @pytest.mark.parametrize(
     ("op", "value", "name"),
     [
@@ -378,8 +386,11 @@ def _add_scaled(x, alpha):
         (_argmax_along, 1, "argmax: dim"),
         (_softmax_along, 1, "softmax: dim"),
         (_add_scaled, 2.0, "add: alpha"),
+        # A number operand known only at run time has no value to promote by.
+        (_mul_by, 2.0, "mul: other"),
+        (_add_number, 2, "add: input"),
     ],
-    ids=["argmax", "softmax", "add"],
+    ids=["argmax", "softmax", "add", "mul-operand", "add-operand"],
 )
 def test_graph_scalars_known_only_at_run_time_are_refused(op, value, name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -388,10 +399,11 @@ def test_graph_scalars_known_only_at_run_time_are_refused(op, value, name, tmp_p
     try:
         with pytest.raises(TypeError) as info:
             _ScalarArgumentCell(op)(x, ms.mutable(value))
+        operand = name.endswith(("input", "other"))
         assert str(info.value).splitlines()[0] == (
             f"opforge.mindspore.{name} must be a constant when the graph is compiled, got a "
             "value known only at run time (mindspore.mutable or computed from tensors): pass a "
-            "Python value"
+            f"Python value{' or a Tensor' if operand else ''}"
         )
         # The same value as a constant is taken.
         in_graph = _ScalarArgumentCell(op)(x, value).asnumpy()
@@ -401,6 +413,49 @@ def test_graph_scalars_known_only_at_run_time_are_refused(op, value, name, tmp_p
     np.testing.assert_allclose(op(x, ms.mutable(value)).asnumpy(), in_graph, rtol=1e-6)
     if op is _argmax_along:
         assert in_graph.tolist() == [1, 0]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda x: ofm.gelu(x, ["tanh"]), "gelu: approximate must be one of 'none', 'tanh'"),
+        (lambda x: ofm.gelu(x, {}), "gelu: approximate must be one of 'none', 'tanh'"),
+        (lambda x: ofm.softmax(x, [1]), "softmax: dim must be an int, got [1]"),
+        (lambda x: ofm.argmax(x, [1]), "argmax: dim must be an int, got [1]"),
+        (lambda x: ofm.add(x, x, [1.0]), "add: alpha must be a number, got [1.0]"),
+        (lambda x: ofm.layer_norm(x, 3.0), "layer_norm: normalized_shape must be a sequence"),
+        (lambda x: ofm.layer_norm(x, None), "layer_norm: normalized_shape must be a sequence"),
+        (
+            lambda x: ofm.layer_norm_stats(x, None, None, 1.0, 1),
+            "layer_norm_stats: begin_norm_axis must be an int, got float 1.0",
+        ),
+    ],
+    ids=["list", "dict", "dim-list", "argmax-list", "alpha-list", "float", "none", "axis"],
+)
+def test_scalar_arguments_of_any_wrong_kind_are_refused_naming_them(call, message):
+    # A list reached the checks' cache first: "unhashable type: 'list'".
+    with pytest.raises((TypeError, ValueError)) as info:
+        call(f32(2, 3))
+    assert str(info.value).startswith(f"opforge.mindspore.{message}")
+
+
+def test_numpy_ints_are_ints():
+    x = f32(2, 3)
+    np.testing.assert_array_equal(ofm.layer_norm(x, np.int64(3)), ofm.layer_norm(x, 3))
+    gamma, beta = Tensor(np.ones(3, np.float32)), Tensor(np.zeros(3, np.float32))
+    for got, expected in zip(
+        ofm.layer_norm_stats(x, gamma, beta, np.int64(1), np.int32(1)),
+        ofm.layer_norm_stats(x, gamma, beta, 1, 1),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_cached_checks_tell_signed_zeros_apart():
+    # 0.0 == -0.0: as one key, the second call reused the first's alpha of -0.0.
+    x, y = Tensor(np.array([-0.0, 1.0], np.float32)), Tensor(np.ones(2, np.float32))
+    assert np.signbit(ofm.add(x, y, -0.0).asnumpy()[0])
+    assert not np.signbit(ofm.add(x, y, 0.0).asnumpy()[0])
 
 
 class _LayerNormCell(ms.nn.Cell):

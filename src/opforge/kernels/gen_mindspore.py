@@ -311,10 +311,16 @@ def _public(op: Op, fn: Function) -> list[str]:
         f'    {", ".join(results)} = _{op.name}("{fn.name}", {", ".join(tensor_values + scalar_values)})'
     )
     mutable = {a.name for a in op.tensors if a.mutable}
+    # The bool under which the op updates them (None: always): without it nothing is assigned,
+    # so inference leaves alone what MindSpore cannot assign to (a view of another tensor).
+    flag = next((a.name for a in op.args if "updates" in a.checks), None)
     for name in sorted(mutable):
         # MindSpore kernels never write their inputs: the op's in-place update, assigned back.
         expr = str(fn.args[name])
-        lines.append(f"    if {expr} is not None:")
+        condition = (
+            f"{expr} is not None" if flag is None else f"{fn.args[flag]} and {expr} is not None"
+        )
+        lines.append(f"    if {condition}:")
         lines.append(f"        ops.assign({expr}, {name}_updated)")
     if isinstance(fn.returns, tuple):
         items = []
@@ -345,8 +351,6 @@ def python_source(table: OpTable) -> str:
         "",
         "from __future__ import annotations",
         "",
-        "import functools",
-        "",
         "from mindspore import Tensor, ops",
         "from mindspore.ops import constexpr",
         "",
@@ -354,8 +358,8 @@ def python_source(table: OpTable) -> str:
         "from opforge.mindspore import _shapes",
         "",
         "# Memoised: in PYNATIVE the checks run on every call, and a training loop repeats the same",
-        "# arguments (typed, so that True and 1 stay different keys; a failing check is never cached).",
-        "_memo = functools.lru_cache(maxsize=1024, typed=True)",
+        "# arguments (a failing check is never cached).",
+        "_memo = _rt.memo",
         "",
         "",
         "def _meta(t):",

@@ -10,6 +10,7 @@ mode while the graph compiles.
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +80,42 @@ def _attribute_tensor(dims: tuple[int, ...]) -> Tensor:
     return ops.zeros((0, *dims), mstype.int8)
 
 
+_MEMO_SIZE = 1024
+
+
+def _memo_key(value: object) -> object:
+    # The type and, for floats, the sign: 0.0 == -0.0 and True == 1 as plain keys.
+    if isinstance(value, float):
+        return (float, value, math.copysign(1.0, value))
+    if isinstance(value, tuple):
+        return (tuple, tuple(_memo_key(v) for v in value))
+    return (type(value), value)
+
+
+def memo(function):
+    """``function`` with its results kept per argument values (the checks of a training loop's
+    repeated calls run once). Keys tell apart what compares equal but means something else
+    (``True`` and ``1``, ``0.0`` and ``-0.0``); an unhashable argument (a list where a scalar
+    goes) is not cached, so that the checks refuse it in their own words; a call that raises
+    is never cached."""
+    cache: dict = {}
+
+    @functools.wraps(function)
+    def call(*args):
+        try:
+            key = tuple(_memo_key(a) for a in args)
+            hash(key)
+        except TypeError:
+            return function(*args)
+        if key not in cache:
+            if len(cache) >= _MEMO_SIZE:
+                cache.pop(next(iter(cache)))
+            cache[key] = function(*args)
+        return cache[key]
+
+    return call
+
+
 def _fail(fn: str, message: str, kind: type[Exception] = ValueError) -> Exception:
     return kind(f"opforge.mindspore.{fn}: {message}")
 
@@ -93,7 +130,8 @@ def constant_scalars(fn: str, names: tuple, known: tuple) -> bool:
             raise _fail(
                 fn,
                 f"{name} must be a constant when the graph is compiled, got a value known only "
-                "at run time (mindspore.mutable or computed from tensors): pass a Python value",
+                "at run time (mindspore.mutable or computed from tensors): pass a Python value"
+                f"{' or a Tensor' if name in ('input', 'other') else ''}",
                 TypeError,
             )
     return True
@@ -224,11 +262,14 @@ def sum_axes(grad_shape, shape):
 
 
 def sum_to(grad: Tensor, shape) -> Tensor:
-    """``grad`` summed over the dims broadcasting added to an input of ``shape``."""
+    """``grad`` summed over the dims broadcasting added to an input of ``shape``, in float32
+    (MindSpore's CPU ReduceSum has no bfloat16 kernel, and 2-byte sums lose digits), then in
+    ``grad``'s dtype."""
     axes = sum_axes(grad.shape, shape)
     if not axes:
         return grad
-    return ops.reshape(ops.ReduceSum(keep_dims=True)(grad, axes), shape)
+    total = ops.ReduceSum(keep_dims=True)(grad.astype(mstype.float32), axes)
+    return ops.reshape(total.astype(grad.dtype), shape)
 
 
 def like(grad: Tensor, reference: Tensor) -> Tensor:
@@ -325,14 +366,29 @@ def promote(fn: str, a, b, zero_dim_as_number: bool = False) -> tuple:
     ``ops.mul`` with ``zero_dim_as_number``: a 0-d tensor counts as a number)."""
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError(f"opforge.mindspore.{fn}: give at least one tensor, got {a} and {b}")
+    # GRAPH mode: a number known only at run time (mindspore.mutable) has no value to promote by.
+    constant_scalars(
+        fn,
+        ("input", "other"),
+        (isinstance(a, Tensor) or ops.isconstant(a), isinstance(b, Tensor) or ops.isconstant(b)),
+    )
     dtype = _result_dtype(fn, _dtype_or_value(fn, a), _dtype_or_value(fn, b), zero_dim_as_number)
     return _as(a, dtype), _as(b, dtype)
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 @ops.constexpr
 def int_tuple(value) -> tuple:
-    """An int-list argument given as one int or a sequence of ints (MindSpore accepts both)."""
-    return (value,) if isinstance(value, int) else tuple(value)
+    """An int-list argument given as one int or a sequence of ints (MindSpore accepts both);
+    anything else is left to the argument checks, which name it."""
+    if _is_int(value):
+        return (int(value),)
+    if isinstance(value, (tuple, list)):
+        return tuple(int(v) if _is_int(v) else v for v in value)
+    return value
 
 
 @ops.constexpr
@@ -343,9 +399,11 @@ def _normalized_dims(fn: str, shape, begin_norm_axis: int, begin_params_axis: in
         ("begin_norm_axis", begin_norm_axis),
         ("begin_params_axis", begin_params_axis),
     ):
-        if not isinstance(axis, int) or isinstance(axis, bool) or not -rank <= axis < rank:
-            raise _fail(fn, f"{name} must be an int in [{-rank}, {rank}), got {axis!r}")
-        axes.append(axis % rank)
+        if not _is_int(axis):
+            raise _fail(fn, f"{name} must be an int, got {type(axis).__name__} {axis!r}", TypeError)
+        if not -rank <= axis < rank:
+            raise _fail(fn, f"{name} must be an int in [{-rank}, {rank}), got {axis}")
+        axes.append(int(axis) % rank)
     if axes[0] != axes[1]:
         raise _fail(
             fn,
@@ -360,11 +418,14 @@ def normalized_dims(fn: str, x: Tensor, begin_norm_axis: int, begin_params_axis:
     return _normalized_dims(fn, x.shape, begin_norm_axis, begin_params_axis)
 
 
-def variance_from_rstd(rstd: Tensor, eps: float) -> Tensor:
-    """The biased variance that ``rstd = 1 / sqrt(variance + eps)`` came from: rstd ** -2 - eps,
-    never below 0 (the subtraction can land a rounding below it for rows of one value)."""
-    variance = rstd**-2 - eps
-    return ops.where(variance < 0, ops.zeros_like(variance), variance)
+def variance(x: Tensor, mean: Tensor) -> Tensor:
+    """The biased variance of ``x`` over the dims after ``mean``'s (the normalised ones), from
+    the kernel's float32 ``mean``, with those dims kept as 1. Recovering it from
+    ``rstd = 1 / sqrt(variance + eps)`` would lose it wherever eps is not small against it. A
+    statistic only: no gradient flows through it, as none flows through ``ops.LayerNorm``'s."""
+    axes = tuple(range(mean.ndim, x.ndim))
+    centred = x.astype(mstype.float32) - keep_dims(mean, x)
+    return ops.stop_gradient(ops.mean(ops.square(centred), axis=axes, keep_dims=True))
 
 
 def param_shape(fn: str, gamma) -> tuple:
