@@ -166,6 +166,78 @@ def test_vmap_over_an_empty_batch_gives_what_torch_gives(name, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda t: ot.mul(t, t),
+        lambda t: ot.add(t * t, t),
+        lambda t: ot.gelu(t),
+        lambda t: ot.softmax(t, 0),
+    ],
+    ids=["mul", "add", "gelu", "softmax"],
+)
+def test_nested_forward_mode_is_refused_and_hessian_is_not(fn, device):
+    # torch.func does not differentiate a Function's jvp rule at an outer forward level: the
+    # second derivative came back as zeros (jacfwd(jacfwd(mul)) gave 0 for 2).
+    x = torch.randn(4, device=device, dtype=torch.float64).float()
+    with pytest.raises(RuntimeError, match=r"^opforge::\w+: nested forward-mode AD"):
+        torch.func.jacfwd(torch.func.jacfwd(fn))(x)
+    with pytest.raises(RuntimeError, match=r"^opforge::\w+: nested forward-mode AD"):
+        one = torch.ones_like(x)
+        torch.func.jvp(lambda p: torch.func.jvp(fn, (p,), (one,))[1], (x,), (one,))
+    ours = torch.func.hessian(lambda t: ot.mul(t, t).sum())(x)
+    torch.testing.assert_close(ours, 2 * torch.eye(4, device=device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("training", [False, True])
+def test_running_statistics_that_require_grad_are_refused_before_anything_runs(training, device):
+    # torch refuses them; opforge gave zero gradients (torch.func.grad) or None (backward).
+    x = torch.randn(4, 3, device=device)
+    rv = torch.rand(3, device=device) + 0.5
+    rm = torch.zeros(3, device=device, requires_grad=True)
+    message = r"^opforge::batch_norm: running_mean is updated in place and is not differentiable"
+    with pytest.raises(RuntimeError, match=message):
+        ot.batch_norm(x, rm, rv, training=training)
+    with pytest.raises(RuntimeError, match=message):
+        torch.ops.opforge.batch_norm(x, None, None, rm, rv, training, 0.1, 1e-5)
+    with pytest.raises(RuntimeError, match=message):
+        torch.func.grad(lambda m: ot.batch_norm(x, m, rv, training=training).sum())(rm.detach())
+    assert rm.detach().eq(0).all() and rv.gt(0.5).all()  # nothing was updated
+    with torch.no_grad():
+        ot.batch_norm(x, rm, rv, training=training)  # no gradient asked: taken
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_running_statistics_updated_in_place_need_memory_of_their_own(device):
+    x = torch.randn(4, 3, device=device)
+    expanded = torch.zeros(1, device=device).expand(3)
+    with pytest.raises(
+        RuntimeError, match=r"running_mean has overlapping elements \(strides \[0\]\)"
+    ):
+        ot.batch_norm(x, expanded, torch.ones(3, device=device), training=True)
+    shared = torch.ones(3, device=device)
+    with pytest.raises(RuntimeError, match="running_mean is updated in place and overlaps weight"):
+        ot.batch_norm(x, shared, torch.ones(3, device=device), shared, training=True)
+    assert shared.eq(1).all()
+    # Inference updates nothing: the same tensor as weight and running_mean is read twice.
+    torch.testing.assert_close(
+        ot.batch_norm(x, shared, torch.ones(3, device=device), shared, training=False),
+        torch.nn.functional.batch_norm(x, shared, torch.ones(3, device=device), shared),
+    )
+
+
+def test_torch_compile_takes_a_dim_that_varies_between_calls(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    x = torch.randn(3, 4)
+    softmax = torch.compile(lambda t, d: ot.softmax(t, d), fullgraph=True, dynamic=True)
+    argmax = torch.compile(lambda t, d: ot.argmax(t, d), fullgraph=True, dynamic=True)
+    for dim in (1, 0, -1):
+        torch.testing.assert_close(softmax(x, dim), torch.softmax(x, dim))
+        assert torch.equal(argmax(x, dim), torch.argmax(x, dim))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_vmap_over_the_weight_alone_updates_running_stats_once_as_torch(device):
     # x unbatched: every element's statistics are the same, and torch updates them once.
     x = torch.randn(6, 3, device=device)
@@ -570,6 +642,28 @@ ARGUMENT_ERRORS = [
         lambda x: ot.batch_norm(x, None, None, training=1.0),
         TypeError,
         "opforge.torch.batch_norm: training must be a bool, got float 1.0",
+    ),
+    (
+        lambda x: ot.argmax(x, 1, None),
+        TypeError,
+        "opforge.torch.argmax: keepdim must be a bool, got NoneType None",
+    ),
+    (
+        lambda x: ot.softmax(x, 1, dtype="float32"),
+        TypeError,
+        "opforge.torch.softmax: dtype must be a torch.dtype or None, got str 'float32'",
+    ),
+    # Not a tensor where one goes: the schema check's words, one line (an AttributeError on
+    # requires_grad before).
+    (
+        lambda x: ot.softmax(x.tolist(), 0),
+        TypeError,
+        "opforge::softmax: x must be Tensor, got list",
+    ),
+    (
+        lambda x: ot.layer_norm(x, [x.shape[-1]], [1.0] * x.shape[-1]),
+        TypeError,
+        "opforge::layer_norm: weight must be Tensor or None, got list",
     ),
     (
         lambda x: ot.add(x, x, alpha=torch.tensor(True)),

@@ -182,7 +182,8 @@ def test_batch_norm_matches_functional_batch_norm(device):
 def test_batch_norm_refuses_eps_zero_in_training_as_torch(device):
     x = torch.ones(4, 3, device=device)  # a constant channel: 1 / sqrt(0 + eps)
     with pytest.raises(
-        ValueError, match=r"^batch_norm eps must be positive during training, but got 0\.0$"
+        ValueError,
+        match=r"^opforge.torch.batch_norm: eps must be positive during training, got 0\.0$",
     ):
         ot.batch_norm(x, None, None, training=True, eps=0.0)
     # torch's own words vary by release (2.11: "eps must be positive, but got 0.0").

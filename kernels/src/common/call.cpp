@@ -378,8 +378,19 @@ Tensor* Call::output(DLTensor* t, const char* name, Tensor& storage,
   return &storage;
 }
 
-void Call::no_overlap(std::initializer_list<Named> written, std::initializer_list<Named> read) {
-  if (!ok() || mode_ == kInfer) return;
+void Call::no_overlap(std::initializer_list<Named> written, std::initializer_list<Named> read,
+                      size_t updated) {
+  if (!ok()) return;
+  size_t index = 0;
+  for (const auto& [t, name] : written) {
+    if (index++ < updated && t != nullptr && self_overlapping(*t)) {
+      invalid(std::string(name) + " has overlapping elements (strides " +
+              shape_string(t->strides) + "); it is updated in place and needs one address per " +
+              "element");
+      return;
+    }
+  }
+  if (mode_ == kInfer) return;
   auto overlaps = [](const Tensor& a, const Tensor& b) {
     if (a.numel() == 0 || b.numel() == 0) return false;
     const auto [a_lo, a_hi] = byte_span(a);
@@ -389,10 +400,18 @@ void Call::no_overlap(std::initializer_list<Named> written, std::initializer_lis
     // tensors are known to collide.
     return dense(a) && dense(b);
   };
+  index = 0;
   for (auto w = written.begin(); w != written.end(); ++w) {
+    const bool in_place = index++ < updated;
     if (w->first == nullptr) continue;
     for (const auto& [r, name] : read) {
-      if (r != nullptr && overlaps(*w->first, *r) && !same_view(*w->first, *r)) {
+      if (r == nullptr || !overlaps(*w->first, *r)) continue;
+      if (in_place) {
+        invalid(std::string(w->second) + " is updated in place and overlaps " + name +
+                " in memory; give it memory of its own");
+        return;
+      }
+      if (!same_view(*w->first, *r)) {
         invalid(std::string(w->second) + " overlaps " + name +
                 " in memory; give it memory of its own (or exactly the same view)");
         return;

@@ -82,8 +82,12 @@ class Call {
                  DLDataType dtype);
 
   // Outputs and in-place tensors may not share memory with any other argument (an output that
-  // is exactly an input, element for element, is allowed).
-  void no_overlap(std::initializer_list<Named> written, std::initializer_list<Named> read);
+  // is exactly an input, element for element, is allowed). The first `updated` of `written` are
+  // updated in place (running statistics): they need one address per element and may not share
+  // memory with what is read even as the same view (the kernel would read values it has already
+  // updated).
+  void no_overlap(std::initializer_list<Named> written, std::initializer_list<Named> read,
+                  size_t updated = 0);
 
   // Runs the CPU or CUDA implementation on the call's device.
   template <class CpuFn, class CudaFn>

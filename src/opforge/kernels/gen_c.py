@@ -194,6 +194,13 @@ def _a(name: str) -> str:
     return f"args.{name}"
 
 
+def _updated_count(op: Op, count: int) -> str:
+    """How many tensors the call updates in place: all of them, or none unless the bool that
+    ``updates`` them is true (inference reads running statistics, and may share them)."""
+    flag = next((a.name for a in op.args if "updates" in a.checks), None)
+    return str(count) if flag is None else f"({_a(flag)} ? {count} : 0)"
+
+
 def _prepare(table: OpTable, op: Op) -> list[str]:
     params = ", ".join(c_params(op, infer=True))
     body: list[str] = []
@@ -298,14 +305,17 @@ def _prepare(table: OpTable, op: Op) -> list[str]:
             f"{shape}, {dtype});"
         )
         slot += 1
-    written = [a.name for a in op.tensors if a.mutable] + [o.name for o in op.outputs]
+    updated = [a.name for a in op.tensors if a.mutable]
+    written = updated + [o.name for o in op.outputs]
     read = [a.name for a in op.tensors if not a.mutable]
     body.append(
         "  call.no_overlap({"
         + ", ".join(f"{{{_a(n)}, {_q(n)}}}" for n in written)
         + "}, {"
         + ", ".join(f"{{{_a(n)}, {_q(n)}}}" for n in read)
-        + "});"
+        + "}"
+        + (f", {_updated_count(op, len(updated))}" if updated else "")
+        + ");"
     )
     return [
         f"void prepare_{op.name}(Call& call, opforge::ops::{op.class_name}& args, "

@@ -320,6 +320,8 @@ def _function_class(table: OpTable, op: Op) -> list[str]:
         "    @staticmethod",
         f"    def jvp(ctx, {', '.join('tangent_' + n for n in names)}):",
     ]
+    if jvp is not None:
+        lines.append(f'        refuse_nested_forward_mode("{op.name}")')
     if jvp is None:
         lines.append(f'        refuse_forward_mode("{op.name}")')
     elif jvp.linear is not None:
@@ -442,10 +444,12 @@ def _dispatch(op: Op) -> list[str]:
         f"            return _{op.name}_direct(keys, {', '.join(names)})",
     ]
     if op.backward is not None:
-        lines += [
-            f"        if helper_needs_autograd({', '.join(tensors)}):",
-            f"            return _{op.class_name}.apply({', '.join(names)})",
-        ]
+        lines.append(f"        if helper_needs_autograd({', '.join(tensors)}):")
+        updated = [a.name for a in op.tensors if a.mutable]
+        if updated:
+            named = ", ".join(f"{n!r}: {n}" for n in updated)
+            lines.append(f'            refuse_grad_of_updated("{op.name}", {{{named}}})')
+        lines.append(f"            return _{op.class_name}.apply({', '.join(names)})")
     lines += [
         f"        return {call}({', '.join(names)})",
         "    except RuntimeError as exc:",
@@ -480,6 +484,8 @@ def python_source(table: OpTable) -> str:
         "    linear_tangent,",
         "    promote,",
         "    refuse_forward_mode,",
+        "    refuse_grad_of_updated,",
+        "    refuse_nested_forward_mode,",
         "    underivable_kernel,",
         "    sum_to,",
         "    vmap_by_loop,",
@@ -510,9 +516,11 @@ def python_source(table: OpTable) -> str:
         positions = tuple(i for i, a in enumerate(op.args) if a.is_tensor)
         if op.backward is not None:
             lines += _function_class(table, op)
+            updated = {i: a.name for i, a in enumerate(op.args) if a.mutable}
+            extra = f", {updated!r}" if updated else ""
             lines += [
                 f'_LIB.impl("{op.name}", autograd_kernel(_OPS.{op.name}.default, _{op.class_name}, '
-                f'{positions!r}), "Autograd", with_keyset=True)',
+                f'{positions!r}{extra}), "Autograd", with_keyset=True)',
                 "",
                 "",
             ]

@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable
 
 import torch
+from torch._C._functorch import TransformType
+from torch._functorch import pyfunctorch
 from torch.autograd import forward_ad
 
 _grad_enabled = torch.is_grad_enabled
@@ -27,7 +29,9 @@ class OpforgeTransformError(RuntimeError):
 
 def needs_autograd(*tensors: torch.Tensor | None) -> bool:
     """Whether a call must be recorded: a gradient may be wanted, or a tangent carried."""
-    if _grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+    # Not a tensor (a list where a tensor goes): False, so that the dispatcher's schema check
+    # refuses it, in one line through argument_error.
+    if _grad_enabled() and any(isinstance(t, _Tensor) and t.requires_grad for t in tensors):
         return True
     if forward_ad._current_level < 0:
         return False
@@ -35,7 +39,9 @@ def needs_autograd(*tensors: torch.Tensor | None) -> bool:
         # torch.func (jacfwd, hessian): a tangent may sit under a vmap level, where unpack_dual
         # has no batching rule. The autograd.Function's own jvp and vmap rules handle it.
         return True
-    return any(t is not None and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
+    return any(
+        isinstance(t, _Tensor) and forward_ad.unpack_dual(t).tangent is not None for t in tensors
+    )
 
 
 def helper_needs_autograd(*tensors: torch.Tensor | None) -> bool:
@@ -89,20 +95,37 @@ def direct_kernel(op: torch._ops.OpOverload):
 
 
 def autograd_kernel(
-    op: torch._ops.OpOverload, function: type, tensors: tuple[int, ...]
+    op: torch._ops.OpOverload,
+    function: type,
+    tensors: tuple[int, ...],
+    updated: dict[int, str] | None = None,
 ) -> Callable:
     """The Autograd-key kernel of ``op`` for direct ``torch.ops.opforge`` calls.
 
     ``tensors`` are the positions of the tensor arguments; a call needing autograd goes through
-    ``function``, any other straight to the backend kernel.
+    ``function`` (refused first if an argument it updates in place, at ``updated``, requires
+    grad), any other straight to the backend kernel.
     """
 
     def kernel(keyset, *args):
         if needs_autograd(*(args[i] for i in tensors)):
+            if updated:
+                refuse_grad_of_updated(op.name(), {name: args[k] for k, name in updated.items()})
             return function.apply(*args)
         return op.redispatch(keyset & _after_autograd, *args)
 
     return kernel
+
+
+def refuse_grad_of_updated(op: str, updated: dict) -> None:
+    """Refuse, before anything runs, a tensor the op updates in place (running statistics)
+    that requires grad: it is not differentiable, and torch refuses it too."""
+    for name, t in updated.items():
+        if isinstance(t, _Tensor) and t.requires_grad and _grad_enabled():
+            raise RuntimeError(
+                f"opforge::{op.removeprefix('opforge::')}: {name} is updated in place and is not "
+                "differentiable: it cannot have requires_grad=True (detach it)"
+            )
 
 
 def underivable_kernel(op: torch._ops.OpOverload, name: str, tensors: tuple[int, ...]) -> Callable:
@@ -152,6 +175,21 @@ def refuse_forward_mode(name: str) -> None:
         f"opforge::{name}: forward-mode AD (torch.func.jvp, jacfwd, torch.autograd.forward_ad) "
         "is not supported"
     )
+
+
+def refuse_nested_forward_mode(name: str) -> None:
+    """Raise from a ``jvp`` rule run under more than one forward-mode level (``jacfwd`` of
+    ``jacfwd``, ``jvp`` of ``jvp``): torch.func does not differentiate an ``autograd.Function``'s
+    jvp rule at the outer level, so the second derivative would come back as zeros."""
+    forward_levels = sum(
+        interpreter.key() == TransformType.Jvp
+        for interpreter in pyfunctorch.retrieve_all_functorch_interpreters()
+    )
+    if forward_levels > 1:
+        raise OpforgeTransformError(
+            f"opforge::{name}: nested forward-mode AD (jvp of jvp, jacfwd of jacfwd) is not "
+            "supported; for second derivatives use torch.func.hessian (forward over reverse)"
+        )
 
 
 def sum_to(grad: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | None:
@@ -427,17 +465,27 @@ def _dtype_kind(value) -> str | None:
 def int_argument(function: str, name: str, value) -> None:
     """Refuse what torch's parser refuses for an int argument and the dispatcher would take: a
     bool (Python's or NumPy's), a bool or floating tensor (a 0.7 would become dim 0)."""
+    if isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool):
+        return  # also torch.compile's symbolic ints, which the checks below cannot trace
     if isinstance(value, bool) or _dtype_kind(value) in ("b", "f", "c"):
         raise _wrong_type(function, name, "an int", value)
 
 
 def bool_argument(function: str, name: str, value) -> None:
     """Refuse what torch's parser refuses for a bool argument and the dispatcher would take as
-    its truth value: a number, a NumPy scalar, a tensor."""
+    its truth value: None, a number, a NumPy scalar, a tensor."""
     if isinstance(value, (bool, torch.SymBool)):
         return
-    if isinstance(value, (int, float)) or _dtype_kind(value) is not None:
+    if value is None or isinstance(value, (int, float)) or _dtype_kind(value) is not None:
         raise _wrong_type(function, name, "a bool", value)
+
+
+def dtype_argument(function: str, dtype) -> torch.dtype:
+    """A ``dtype=`` argument, refused naming the helper unless a ``torch.dtype`` (a string
+    would reach ``Tensor.to`` as a device name)."""
+    if not isinstance(dtype, torch.dtype):
+        raise _wrong_type(function, "dtype", "a torch.dtype or None", dtype)
+    return dtype
 
 
 def float_alpha(alpha):
@@ -452,8 +500,10 @@ def float_alpha(alpha):
 def training_eps(eps, training):
     """batch_norm's eps, refused as torch refuses it: not above 0 while training (the batch
     variance of a constant channel is 0, and 1/sqrt(0) is inf)."""
-    if training and isinstance(eps, (int, float)) and not eps > 0:
-        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
+    if training and isinstance(eps, (int, float)) and eps <= 0:
+        raise ValueError(
+            f"opforge.torch.batch_norm: eps must be positive during training, got {eps}"
+        )
     return eps
 
 
