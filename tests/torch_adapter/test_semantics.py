@@ -289,3 +289,15 @@ def test_norms_refuse_forward_mode_naming_the_op(device):
     for fn in (lambda v: ot.layer_norm(v, (4,)), lambda v: ot.rms_norm(v, (4,))):
         with pytest.raises(RuntimeError, match="opforge"):
             torch.func.jvp(fn, (x,), (torch.ones_like(x),))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_add_with_alpha_gives_the_same_bits_in_any_layout(device):
+    # The contiguous CPU path computed in float, the strided one in float64: an ulp apart.
+    a, b = torch.randn(1000, 64, device=device), torch.randn(1000, 64, device=device)
+    column_major = (a.t().contiguous().t(), b.t().contiguous().t())
+    assert torch.equal(ot.add(a, b, alpha=0.1), ot.add(*column_major, alpha=0.1))
+    row = b[0]
+    assert torch.equal(
+        ot.add(a, row, alpha=0.1), ot.add(a, row.expand_as(a).contiguous(), alpha=0.1)
+    )

@@ -11,13 +11,15 @@ opforge_status add(const ops::Add& args) {
   const int64_t n = out.numel();
   if (out.dtype == DType::kFloat32 && a.numel() == n && b.numel() == n && a.contiguous() &&
       b.contiguous() && out.contiguous()) {
-    // No broadcasting and one layout: a plain loop the compiler vectorises; float arithmetic
-    // stays within one rounding of the float64 result.
+    // No broadcasting and one layout: a plain loop the compiler vectorises. The same float64
+    // arithmetic as broadcast_binary, so that a result does not depend on its operands' layout
+    // (float arithmetic here differed from it by an ulp where alpha != 1).
     const float* pa = a.ptr<float>();
     const float* pb = b.ptr<float>();
     float* po = out.ptr<float>();
-    const float al = static_cast<float>(alpha);
-    for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + al * pb[i];
+    for (int64_t i = 0; i < n; ++i) {
+      po[i] = static_cast<float>(static_cast<double>(pa[i]) + alpha * static_cast<double>(pb[i]));
+    }
     return OPFORGE_OK;
   }
   broadcast_binary(a, b, out, [alpha](double x, double y) { return x + alpha * y; });
