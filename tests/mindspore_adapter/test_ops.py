@@ -454,8 +454,9 @@ def test_numpy_ints_are_ints():
 def test_cached_checks_tell_signed_zeros_apart():
     # 0.0 == -0.0: as one key, the second call reused the first's alpha of -0.0.
     x, y = Tensor(np.array([-0.0, 1.0], np.float32)), Tensor(np.ones(2, np.float32))
-    assert np.signbit(ofm.add(x, y, -0.0).asnumpy()[0])
-    assert not np.signbit(ofm.add(x, y, 0.0).asnumpy()[0])
+    for zero in (0.0, np.float32(0.0), np.float16(0.0)):
+        assert np.signbit(ofm.add(x, y, -zero).asnumpy()[0])
+        assert not np.signbit(ofm.add(x, y, zero).asnumpy()[0])
 
 
 class _LayerNormCell(ms.nn.Cell):

@@ -220,7 +220,17 @@ def test_running_statistics_updated_in_place_need_memory_of_their_own(device):
     with pytest.raises(RuntimeError, match="running_mean is updated in place and overlaps weight"):
         ot.batch_norm(x, shared, torch.ones(3, device=device), shared, training=True)
     assert shared.eq(1).all()
-    # Inference updates nothing: the same tensor as weight and running_mean is read twice.
+    buffer = torch.ones(6, device=device)  # interleaved: the spans meet, no element shared
+    with pytest.raises(RuntimeError, match="running_mean is updated in place and overlaps weight"):
+        ot.batch_norm(x, buffer[0::2], torch.ones(3, device=device), buffer[0:3], training=True)
+    assert buffer.eq(1).all()
+    # Inference updates nothing: a running_mean inside x or beside the weight is only read.
+    rv = torch.ones(3, device=device)
+    torch.testing.assert_close(
+        ot.batch_norm(x, x[0], rv, training=False),
+        torch.nn.functional.batch_norm(x, x[0], rv, training=False),
+    )
+    # The same tensor as weight and running_mean is read twice.
     torch.testing.assert_close(
         ot.batch_norm(x, shared, torch.ones(3, device=device), shared, training=False),
         torch.nn.functional.batch_norm(x, shared, torch.ones(3, device=device), shared),
@@ -251,6 +261,11 @@ def test_vmap_over_the_weight_alone_updates_running_stats_once_as_torch(device):
     torch.testing.assert_close(ours(weights, biases), native(weights, biases))
     torch.testing.assert_close(ours_stats, torch_stats)
     assert not torch.equal(ours_stats[0], torch.zeros(3, device=device))  # updated, once
+    # torch updates them even over an empty batch of weights.
+    empty = torch.empty(0, 3, device=device)
+    ours(empty, empty)
+    native(empty, empty)
+    torch.testing.assert_close(ours_stats, torch_stats)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -471,6 +486,18 @@ ERRORS = [
         "opforge::batch_norm: x must have 2 to 4 dimensions, got shape [4]",
     ),
     (
+        lambda d: ot.layer_norm(
+            torch.ones(2, 3, device=d), (3,), torch.ones(3, device=d, dtype=torch.float16)
+        ),
+        "opforge::layer_norm: weight must be float32, got float16",
+    ),
+    (
+        lambda d: ot.layer_norm(
+            torch.ones(2, 3, device=d).half(), (3,), torch.ones(3, device=d).bfloat16()
+        ),
+        "opforge::layer_norm: weight must be float32 or float16, got bfloat16",
+    ),
+    (
         lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, training=False),
         "opforge::batch_norm: running_mean is required when training is false",
     ),
@@ -519,9 +546,12 @@ def test_errors_name_the_op_and_the_problem(call, message, device):
 def test_fake_kernels_refuse_what_the_kernels_refuse(call, message):
     # Meta tensors reach the fake kernels (as torch.compile's fake tensors and vmap over an
     # empty batch do): the same checks, the same words.
-    with pytest.raises(RuntimeError) as info:
+    with pytest.raises(RuntimeError) as real:
+        call("cpu")
+    with pytest.raises(RuntimeError) as fake:
         call("meta")
-    assert message in str(info.value)
+    assert message in str(fake.value)
+    assert str(fake.value) == str(real.value)
 
 
 def test_fake_tensor_mode_refuses_an_argument_the_kernel_refuses():

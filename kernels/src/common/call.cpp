@@ -391,21 +391,25 @@ void Call::no_overlap(std::initializer_list<Named> written, std::initializer_lis
     }
   }
   if (mode_ == kInfer) return;
-  auto overlaps = [](const Tensor& a, const Tensor& b) {
+  auto spans_meet = [](const Tensor& a, const Tensor& b) {
     if (a.numel() == 0 || b.numel() == 0) return false;
     const auto [a_lo, a_hi] = byte_span(a);
     const auto [b_lo, b_hi] = byte_span(b);
-    if (a_hi < b_lo || b_hi < a_lo) return false;
-    // Interleaved strided views can share a span without sharing an element; only gap-free
-    // tensors are known to collide.
-    return dense(a) && dense(b);
+    return !(a_hi < b_lo || b_hi < a_lo);
+  };
+  // Interleaved strided views can share a span without sharing an element; only gap-free
+  // tensors are known to collide. A tensor updated in place is refused on any shared span: a
+  // missed collision there reads a value already updated (running statistics are small).
+  auto overlaps = [&](const Tensor& a, const Tensor& b) {
+    return spans_meet(a, b) && dense(a) && dense(b);
   };
   index = 0;
   for (auto w = written.begin(); w != written.end(); ++w) {
     const bool in_place = index++ < updated;
     if (w->first == nullptr) continue;
     for (const auto& [r, name] : read) {
-      if (r == nullptr || !overlaps(*w->first, *r)) continue;
+      if (r == nullptr || !(in_place ? spans_meet(*w->first, *r) : overlaps(*w->first, *r)))
+        continue;
       if (in_place) {
         invalid(std::string(w->second) + " is updated in place and overlaps " + name +
                 " in memory; give it memory of its own");

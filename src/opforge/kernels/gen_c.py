@@ -194,11 +194,11 @@ def _a(name: str) -> str:
     return f"args.{name}"
 
 
-def _updated_count(op: Op, count: int) -> str:
-    """How many tensors the call updates in place: all of them, or none unless the bool that
-    ``updates`` them is true (inference reads running statistics, and may share them)."""
-    flag = next((a.name for a in op.args if "updates" in a.checks), None)
-    return str(count) if flag is None else f"({_a(flag)} ? {count} : 0)"
+def _no_overlap(written: list[str], read: list[str], updated: int) -> str:
+    """The call refusing shared memory; the first ``updated`` of ``written`` are updated in
+    place."""
+    named = [", ".join(f"{{{_a(n)}, {_q(n)}}}" for n in names) for names in (written, read)]
+    return f"call.no_overlap({{{named[0]}}}, {{{named[1]}}}{f', {updated}' if updated else ''});"
 
 
 def _prepare(table: OpTable, op: Op) -> list[str]:
@@ -305,18 +305,19 @@ def _prepare(table: OpTable, op: Op) -> list[str]:
             f"{shape}, {dtype});"
         )
         slot += 1
-    updated = [a.name for a in op.tensors if a.mutable]
-    written = updated + [o.name for o in op.outputs]
+    updated = [a.name for a in op.updated]
+    outputs = [o.name for o in op.outputs]
     read = [a.name for a in op.tensors if not a.mutable]
-    body.append(
-        "  call.no_overlap({"
-        + ", ".join(f"{{{_a(n)}, {_q(n)}}}" for n in written)
-        + "}, {"
-        + ", ".join(f"{{{_a(n)}, {_q(n)}}}" for n in read)
-        + "}"
-        + (f", {_updated_count(op, len(updated))}" if updated else "")
-        + ");"
-    )
+    flag = op.update_flag
+    if updated and flag is not None:
+        # Without the flag nothing is updated: the statistics are read, and may share memory.
+        body.append(f"  if ({_a(flag.name)}) {{")
+        body.append(f"    {_no_overlap(updated + outputs, read, len(updated))}")
+        body.append("  } else {")
+        body.append(f"    {_no_overlap(outputs, read + updated, 0)}")
+        body.append("  }")
+    else:
+        body.append(f"  {_no_overlap(updated + outputs, read, len(updated))}")
     return [
         f"void prepare_{op.name}(Call& call, opforge::ops::{op.class_name}& args, "
         f"opforge::Tensor* storage, {params}) {{",

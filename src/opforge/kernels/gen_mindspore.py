@@ -310,16 +310,16 @@ def _public(op: Op, fn: Function) -> list[str]:
     lines.append(
         f'    {", ".join(results)} = _{op.name}("{fn.name}", {", ".join(tensor_values + scalar_values)})'
     )
-    mutable = {a.name for a in op.tensors if a.mutable}
+    mutable = {a.name for a in op.updated}
     # The bool under which the op updates them (None: always): without it nothing is assigned,
     # so inference leaves alone what MindSpore cannot assign to (a view of another tensor).
-    flag = next((a.name for a in op.args if "updates" in a.checks), None)
+    flag = op.update_flag
     for name in sorted(mutable):
         # MindSpore kernels never write their inputs: the op's in-place update, assigned back.
         expr = str(fn.args[name])
-        condition = (
-            f"{expr} is not None" if flag is None else f"{fn.args[flag]} and {expr} is not None"
-        )
+        condition = f"{expr} is not None"
+        if flag is not None:
+            condition = f"{fn.args[flag.name]} and {condition}"
         lines.append(f"    if {condition}:")
         lines.append(f"        ops.assign({expr}, {name}_updated)")
     if isinstance(fn.returns, tuple):

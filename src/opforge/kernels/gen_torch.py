@@ -201,11 +201,13 @@ def _fake_checks(table: OpTable, op: Op) -> list[str]:
             named = ", ".join(f"{t!r}: {t}" for t in spec["tensors"])
             flag = spec["flag"]
             lines.append(f"_fc.required_unless({name}, {flag}, {flag!r}, {{{named}}})")
-        else:
+        elif kind == "per_channel_count":
             when = spec.get("when", "True")
             lines.append(
                 f"_fc.per_channel_count({name}, {spec['of']}, {spec['of']!r}, {spec['min']}, {when})"
             )
+        else:
+            raise ValueError(f"{op.name}: no fake-kernel check for the op-level check {kind!r}")
     for out in op.outputs:
         if out.rule == "reduce":
             of, dim = out.spec["of"], out.spec["dim"]
@@ -364,10 +366,10 @@ def _updated_in_place(op: Op) -> str:
     """vmap_by_loop's ``updated`` (the arguments the op updates in place, by position),
     ``when`` (the position of the bool argument under which it does; None: every call) and
     ``sources`` (the positions of the tensors the update is computed from; None: unknown)."""
-    updated = {i: a.name for i, a in enumerate(op.args) if a.mutable}
+    updated = {op.args.index(a): a.name for a in op.updated}
     if not updated:
         return ""
-    flag = next((a for a in op.args if "updates" in a.checks), None)
+    flag = op.update_flag
     when = op.args.index(flag) if flag is not None else None
     sources = None
     if flag is not None and "from" in flag.checks:
@@ -445,9 +447,8 @@ def _dispatch(op: Op) -> list[str]:
     ]
     if op.backward is not None:
         lines.append(f"        if helper_needs_autograd({', '.join(tensors)}):")
-        updated = [a.name for a in op.tensors if a.mutable]
-        if updated:
-            named = ", ".join(f"{n!r}: {n}" for n in updated)
+        if op.updated:
+            named = ", ".join(f"{a.name!r}: {a.name}" for a in op.updated)
             lines.append(f'            refuse_grad_of_updated("{op.name}", {{{named}}})')
         lines.append(f"            return _{op.class_name}.apply({', '.join(names)})")
     lines += [
@@ -516,7 +517,7 @@ def python_source(table: OpTable) -> str:
         positions = tuple(i for i, a in enumerate(op.args) if a.is_tensor)
         if op.backward is not None:
             lines += _function_class(table, op)
-            updated = {i: a.name for i, a in enumerate(op.args) if a.mutable}
+            updated = {op.args.index(a): a.name for a in op.updated}
             extra = f", {updated!r}" if updated else ""
             lines += [
                 f'_LIB.impl("{op.name}", autograd_kernel(_OPS.{op.name}.default, _{op.class_name}, '

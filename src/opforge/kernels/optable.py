@@ -171,6 +171,16 @@ class Op:
         return tuple(a for a in self.args if not a.is_tensor)
 
     @property
+    def updated(self) -> tuple[Arg, ...]:
+        """The tensors the op updates in place (``Tensor(a!)``), in order."""
+        return tuple(a for a in self.args if a.mutable)
+
+    @property
+    def update_flag(self) -> Arg | None:
+        """The bool argument under which the op updates them (``updates``); None: every call."""
+        return next((a for a in self.args if "updates" in a.checks), None)
+
+    @property
     def differentiable(self) -> tuple[str, ...]:
         """The inputs the backward gives gradients for (empty: not differentiable)."""
         return () if self.backward is None else self.backward.targets

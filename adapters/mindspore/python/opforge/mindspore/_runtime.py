@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -85,14 +86,14 @@ _MEMO_SIZE = 1024
 
 def _memo_key(value: object) -> object:
     # The type and, for floats, the sign: 0.0 == -0.0 and True == 1 as plain keys.
-    if isinstance(value, float):
-        return (float, value, math.copysign(1.0, value))
+    if isinstance(value, (float, np.floating)):
+        return (type(value), float(value), math.copysign(1.0, float(value)))
     if isinstance(value, tuple):
         return (tuple, tuple(_memo_key(v) for v in value))
     return (type(value), value)
 
 
-def memo(function):
+def memo(function: Callable) -> Callable:
     """``function`` with its results kept per argument values (the checks of a training loop's
     repeated calls run once). Keys tell apart what compares equal but means something else
     (``True`` and ``1``, ``0.0`` and ``-0.0``); an unhashable argument (a list where a scalar
@@ -121,17 +122,16 @@ def _fail(fn: str, message: str, kind: type[Exception] = ValueError) -> Exceptio
 
 
 @ops.constexpr
-def constant_scalars(fn: str, names: tuple, known: tuple) -> bool:
+def constant_scalars(fn: str, names: tuple, known: tuple, also: str = "") -> bool:
     """Refuse a scalar argument whose value the graph only has at run time (GRAPH mode:
     ``mindspore.mutable``, or a value computed from tensors): opforge's kernels take scalars
-    when the graph is compiled."""
+    when the graph is compiled. ``also`` extends the hint (an operand may be a Tensor)."""
     for name, constant in zip(names, known, strict=True):
         if not constant:
             raise _fail(
                 fn,
                 f"{name} must be a constant when the graph is compiled, got a value known only "
-                "at run time (mindspore.mutable or computed from tensors): pass a Python value"
-                f"{' or a Tensor' if name in ('input', 'other') else ''}",
+                f"at run time (mindspore.mutable or computed from tensors): pass a Python value{also}",
                 TypeError,
             )
     return True
@@ -371,6 +371,7 @@ def promote(fn: str, a, b, zero_dim_as_number: bool = False) -> tuple:
         fn,
         ("input", "other"),
         (isinstance(a, Tensor) or ops.isconstant(a), isinstance(b, Tensor) or ops.isconstant(b)),
+        " or a Tensor",
     )
     dtype = _result_dtype(fn, _dtype_or_value(fn, a), _dtype_or_value(fn, b), zero_dim_as_number)
     return _as(a, dtype), _as(b, dtype)

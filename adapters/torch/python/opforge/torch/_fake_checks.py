@@ -140,7 +140,9 @@ def broadcastable(
 def _param_dtype(op: str, t: torch.Tensor, name: str, like: torch.Tensor | None) -> None:
     if t.dtype == torch.float32 or (like is not None and t.dtype == like.dtype):
         return
-    other = f" or {_dtype_name(like.dtype)}" if like is not None else ""
+    other = (
+        f" or {_dtype_name(like.dtype)}" if like is not None and like.dtype != torch.float32 else ""
+    )
     _refuse(op, f"{name} must be float32{other}, got {_dtype_name(t.dtype)}")
 
 

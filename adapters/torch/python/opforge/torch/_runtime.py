@@ -254,8 +254,8 @@ def vmap_by_loop(
                 f"{'another argument is' if sources is None else _names(function, batched)} "
                 "(batch them too, or pass None)"
             )
-    if info.batch_size == 0:
-        return _empty_batch(function, in_dims, args)
+    # The values before any element updates them: the copies that later elements update.
+    pristine = {k: args[k].clone() for k in once}
 
     def element(i: int) -> list:
         values = [
@@ -263,8 +263,15 @@ def vmap_by_loop(
             for a, d in zip(args, in_dims, strict=True)
         ]
         for k in once if i > 0 else ():
-            values[k] = values[k].clone()
+            values[k] = pristine[k].clone()
         return values
+
+    if info.batch_size == 0:
+        if once:
+            # torch makes the update even with no element: one call, on zeros for the batched
+            # arguments (the update is computed from unbatched ones), its outputs dropped.
+            function.apply(*_zero_element(args, in_dims))
+        return _empty_batch(function, in_dims, args)
 
     rows = [function.apply(*element(i)) for i in range(info.batch_size)]
     if isinstance(rows[0], tuple):
@@ -278,6 +285,18 @@ def _names(function: type, positions: list[int]) -> str:
     names = inspect.signature(function.forward).parameters
     picked = [list(names)[k] for k in positions]
     return f"{' and '.join(picked)} {'is' if len(picked) == 1 else 'are'}"
+
+
+def _zero_element(args: tuple, in_dims: tuple) -> list:
+    """One element's worth of ``args``: each batched tensor as zeros of its element's shape."""
+    values = []
+    for a, d in zip(args, in_dims, strict=True):
+        if d is not None and isinstance(a, torch.Tensor):
+            shape = list(a.shape)
+            del shape[d]
+            a = a.new_zeros(shape)
+        values.append(a)
+    return values
 
 
 def _empty_batch(function: type, in_dims: tuple, args: tuple):
