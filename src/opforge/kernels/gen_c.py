@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import textwrap
 
+from opforge.kernels.checks import Check, argument_checks
 from opforge.kernels.optable import Arg, Op, OpTable
 
 GENERATED = "Generated from kernels/ops.yaml by `python -m opforge.kernels`; do not edit."
@@ -201,6 +202,52 @@ def _no_overlap(written: list[str], read: list[str], updated: int) -> str:
     return f"call.no_overlap({{{named[0]}}}, {{{named[1]}}}{f', {updated}' if updated else ''});"
 
 
+def _c_check(check: Check) -> str:
+    """A check as the call of the library's ``Call`` method."""
+    kind, spec = check.kind, check.spec
+    name = check.arg.name if check.arg is not None else ""
+    a, q = _a(name), _q(name)
+    if kind == "dtypes":
+        enums = ", ".join(_DTYPE_ENUM[d] for d in spec)
+        return f"call.dtypes({a}, {q}, {{{enums}}}, {_q(', '.join(spec))});"
+    if kind == "rank":
+        return f"call.rank({a}, {q}, {spec[0]}, {spec[1]});"
+    value = f"*{a}" if check.arg is not None and check.arg.optional else a
+    guard = f"if ({a}) " if check.arg is not None and check.arg.optional else ""
+    if kind == "dim":
+        return f"{a} = call.dim({name}, {_a(spec)}, {_q(spec)}, {q});"
+    if kind == "at_least":
+        return f"{guard}call.at_least({value}, {spec}, {q});"
+    if kind == "finite":
+        return f"{guard}call.finite({value}, {q});"
+    if kind == "choice":
+        return f"call.choice({value}, {len(spec)}, {q}, {_q(', '.join(spec))});"
+    if kind == "suffix":
+        return f"call.suffix({value}, {q}, {_a(spec)}, {_q(spec)});"
+    if kind in ("like", "broadcastable"):
+        return f"call.{kind}({_a(spec)}, {_q(spec)}, {a}, {q});"
+    if kind == "channels":
+        ref, like = spec
+        return f"call.channels({_a(ref)}, {_q(ref)}, {a}, {q}{', true' if like else ''});"
+    if kind == "batch_shaped":
+        of, normalized = spec
+        return (
+            f"call.shaped(call.batch_shape({_a(of)}, {_a(normalized)}), "
+            f"{_q('the leading dims of ' + of)}, {a}, {q});"
+        )
+    if kind == "shaped":
+        ref, like = spec
+        return f"call.shaped({_a(ref)}, {_q(ref)}, {a}, {q}{f', {_a(like)}' if like else ''});"
+    if kind == "together":
+        named = ", ".join(f"{{{_a(t)}, {_q(t)}}}" for t in spec)
+        return f"call.together({{{named}}});"
+    if kind == "required_unless":
+        named = ", ".join(f"{{{_a(t)}, {_q(t)}}}" for t in spec["tensors"])
+        return f"call.required_unless({_a(spec['flag'])}, {_q(spec['flag'])}, {{{named}}});"
+    when = _a(spec["when"]) if "when" in spec else "true"
+    return f"call.per_channel_count({_a(spec['of'])}, {_q(spec['of'])}, {spec['min']}, {when});"
+
+
 def _prepare(table: OpTable, op: Op) -> list[str]:
     params = ", ".join(c_params(op, infer=True))
     body: list[str] = []
@@ -223,81 +270,7 @@ def _prepare(table: OpTable, op: Op) -> list[str]:
         else:
             cast = "!= 0" if arg.type == "bool" else ""
             body.append(f"  {_a(arg.name)} = {arg.name}{(' ' + cast) if cast else ''};")
-    # Checks of one tensor first, then scalars, then the relations between arguments.
-    for arg in op.tensors:
-        checks = arg.checks
-        if "dtypes" in checks:
-            dtypes = table.dtype_sets[checks["dtypes"]]
-            enums = ", ".join(_DTYPE_ENUM[d] for d in dtypes)
-            body.append(
-                f"  call.dtypes({_a(arg.name)}, {_q(arg.name)}, {{{enums}}}, {_q(', '.join(dtypes))});"
-            )
-        if "rank" in checks:
-            lo, hi = checks["rank"]
-            body.append(f"  call.rank({_a(arg.name)}, {_q(arg.name)}, {lo}, {hi});")
-    for arg in op.scalars:
-        checks = arg.checks
-        value = f"*{_a(arg.name)}" if arg.optional else _a(arg.name)
-        guard = f"if ({_a(arg.name)}) " if arg.optional else ""
-        if "dim" in checks:
-            of = checks["dim"]
-            body.append(
-                f"  {_a(arg.name)} = call.dim({arg.name}, {_a(of)}, {_q(of)}, {_q(arg.name)});"
-            )
-        if "min" in checks:
-            body.append(f"  {guard}call.at_least({value}, {checks['min']}, {_q(arg.name)});")
-        if "finite" in checks:
-            body.append(f"  {guard}call.finite({value}, {_q(arg.name)});")
-        if "values" in checks:
-            values = checks["values"]
-            body.append(
-                f"  call.choice({value}, {len(values)}, {_q(arg.name)}, {_q(', '.join(values))});"
-            )
-        if "suffix" in checks:
-            of = checks["suffix"]
-            body.append(f"  call.suffix({value}, {_q(arg.name)}, {_a(of)}, {_q(of)});")
-    for arg in op.tensors:
-        checks = arg.checks
-        for kind, method in (("like", "like"), ("broadcast", "broadcastable")):
-            if kind in checks:
-                ref = checks[kind]
-                body.append(
-                    f"  call.{method}({_a(ref)}, {_q(ref)}, {_a(arg.name)}, {_q(arg.name)});"
-                )
-        like = checks.get("param_dtype")
-        if "channels" in checks:
-            ref = checks["channels"]
-            or_like = ", true" if like else ""
-            body.append(
-                f"  call.channels({_a(ref)}, {_q(ref)}, {_a(arg.name)}, {_q(arg.name)}{or_like});"
-            )
-        if "batch" in checks:
-            of, normalized = checks["batch"]["of"], checks["batch"]["normalized"]
-            body.append(
-                f"  call.shaped(call.batch_shape({_a(of)}, {_a(normalized)}), "
-                f"{_q('the leading dims of ' + of)}, {_a(arg.name)}, {_q(arg.name)});"
-            )
-        if "shape" in checks:
-            ref = checks["shape"]
-            like_arg = f", {_a(like)}" if like else ""
-            body.append(
-                f"  call.shaped({_a(ref)}, {_q(ref)}, {_a(arg.name)}, {_q(arg.name)}{like_arg});"
-            )
-    for check in op.checks:
-        ((kind, spec),) = check.items()
-        if kind == "together":
-            named = ", ".join(f"{{{_a(t)}, {_q(t)}}}" for t in spec)
-            body.append(f"  call.together({{{named}}});")
-        elif kind == "required_unless":
-            named = ", ".join(f"{{{_a(t)}, {_q(t)}}}" for t in spec["tensors"])
-            body.append(
-                f"  call.required_unless({_a(spec['flag'])}, {_q(spec['flag'])}, {{{named}}});"
-            )
-        else:
-            when = _a(spec["when"]) if "when" in spec else "true"
-            body.append(
-                f"  call.per_channel_count({_a(spec['of'])}, {_q(spec['of'])}, {spec['min']}, {when});"
-            )
+    body += [f"  {_c_check(check)}" for check in argument_checks(table, op)]
     for out in op.outputs:
         shape, dtype = _output_rule(out.rule, out.spec)
         body.append(

@@ -10,6 +10,7 @@ op, with ``setup_context``, ``jvp`` and ``vmap``), the Autograd-key kernels for 
 
 from __future__ import annotations
 
+from opforge.kernels.checks import Check, argument_checks
 from opforge.kernels.optable import Arg, Function, Op, OpTable
 
 GENERATED = "Generated from kernels/ops.yaml by `python -m opforge.kernels`; do not edit."
@@ -147,72 +148,56 @@ def _fake_output(op: Op, rule: str, spec) -> str:
 
 
 def _fake_checks(table: OpTable, op: Op) -> list[str]:
-    """The fake kernel's calls of ``_fake_checks``: the library's argument checks (gen_c's
-    order), so that fake and meta tensors refuse what the kernels refuse."""
-    name = repr(op.name)
-    lines = []
-    for arg in op.tensors:
-        if "dtypes" in arg.checks:
-            allowed = table.dtype_sets[arg.checks["dtypes"]]
-            lines.append(f"_fc.dtypes({name}, {arg.name}, {arg.name!r}, {tuple(allowed)!r})")
-        if "rank" in arg.checks:
-            lo, hi = arg.checks["rank"]
-            lines.append(f"_fc.rank({name}, {arg.name}, {arg.name!r}, {lo}, {hi})")
-    for arg in op.scalars:
-        checks = arg.checks
-        if "dim" in checks:
-            of = checks["dim"]
-            lines.append(f"_fc.dim({name}, {arg.name}, {of}, {of!r}, {arg.name!r})")
-        if "min" in checks:
-            lines.append(f"_fc.at_least({name}, {arg.name}, {checks['min']}, {arg.name!r})")
-        if "finite" in checks:
-            lines.append(f"_fc.finite({name}, {arg.name}, {arg.name!r})")
-        if "values" in checks:
-            values = tuple(checks["values"])
-            lines.append(f"_fc.choice({name}, {arg.name}, {values!r}, {arg.name!r})")
-        if "suffix" in checks:
-            of = checks["suffix"]
-            lines.append(f"_fc.suffix({name}, {arg.name}, {of}, {of!r}, {arg.name!r})")
-    for arg in op.tensors:
-        checks, t = arg.checks, f"{arg.name}, {arg.name!r}"
-        for kind, check in (("like", "like"), ("broadcast", "broadcastable")):
-            if kind in checks:
-                ref = checks[kind]
-                lines.append(f"_fc.{check}({name}, {ref}, {ref!r}, {t})")
-        like = checks.get("param_dtype")
-        if "channels" in checks:
-            ref = checks["channels"]
-            lines.append(f"_fc.channels({name}, {ref}, {ref!r}, {t}, {bool(like)})")
-        if "batch" in checks:
-            of, normalized = checks["batch"]["of"], checks["batch"]["normalized"]
-            lines.append(
-                f"_fc.shaped({name}, _fc.batch_shape({of}, {normalized}), "
-                f"{'the leading dims of ' + of!r}, {t})"
-            )
-        if "shape" in checks:
-            ref = checks["shape"]
-            lines.append(f"_fc.shaped({name}, {ref}, {ref!r}, {t}, {like})")
-    for check in op.checks:
-        ((kind, spec),) = check.items()
-        if kind == "together":
-            named = ", ".join(f"{t!r}: {t}" for t in spec)
-            lines.append(f"_fc.together({name}, {{{named}}})")
-        elif kind == "required_unless":
-            named = ", ".join(f"{t!r}: {t}" for t in spec["tensors"])
-            flag = spec["flag"]
-            lines.append(f"_fc.required_unless({name}, {flag}, {flag!r}, {{{named}}})")
-        elif kind == "per_channel_count":
-            when = spec.get("when", "True")
-            lines.append(
-                f"_fc.per_channel_count({name}, {spec['of']}, {spec['of']!r}, {spec['min']}, {when})"
-            )
-        else:
-            raise ValueError(f"{op.name}: no fake-kernel check for the op-level check {kind!r}")
+    """The fake kernel's calls of ``_fake_checks``: the library's argument checks in its order
+    (``checks.argument_checks``), then that a reduction has values to reduce, so that fake and
+    meta tensors refuse what the kernels refuse."""
+    lines = [_fake_check(op, check) for check in argument_checks(table, op)]
     for out in op.outputs:
         if out.rule == "reduce":
             of, dim = out.spec["of"], out.spec["dim"]
-            lines.append(f"_fc.reducible({name}, {of}, {of!r}, {dim})")
+            lines.append(f"_fc.reducible({op.name!r}, {of}, {of!r}, {dim})")
     return [f"    {line}" for line in lines]
+
+
+def _fake_check(op: Op, check: Check) -> str:
+    """A check as the call of its ``_fake_checks`` function."""
+    kind, spec, name = check.kind, check.spec, repr(op.name)
+    arg = check.arg.name if check.arg is not None else ""
+    t = f"{arg}, {arg!r}"
+    if kind == "dtypes":
+        return f"_fc.dtypes({name}, {t}, {spec!r})"
+    if kind == "rank":
+        return f"_fc.rank({name}, {t}, {spec[0]}, {spec[1]})"
+    if kind in ("dim", "suffix"):
+        return f"_fc.{kind}({name}, {arg}, {spec}, {spec!r}, {arg!r})"
+    if kind == "at_least":
+        return f"_fc.at_least({name}, {arg}, {spec}, {arg!r})"
+    if kind == "finite":
+        return f"_fc.finite({name}, {arg}, {arg!r})"
+    if kind == "choice":
+        return f"_fc.choice({name}, {arg}, {tuple(spec)!r}, {arg!r})"
+    if kind in ("like", "broadcastable"):
+        return f"_fc.{kind}({name}, {spec}, {spec!r}, {t})"
+    if kind == "channels":
+        ref, like = spec
+        return f"_fc.channels({name}, {ref}, {ref!r}, {t}, {bool(like)})"
+    if kind == "batch_shaped":
+        of, normalized = spec
+        return (
+            f"_fc.shaped({name}, _fc.batch_shape({of}, {normalized}), "
+            f"{'the leading dims of ' + of!r}, {t})"
+        )
+    if kind == "shaped":
+        ref, like = spec
+        return f"_fc.shaped({name}, {ref}, {ref!r}, {t}, {like})"
+    if kind == "together":
+        named = ", ".join(f"{n!r}: {n}" for n in spec)
+        return f"_fc.together({name}, {{{named}}})"
+    if kind == "required_unless":
+        named = ", ".join(f"{n!r}: {n}" for n in spec["tensors"])
+        return f"_fc.required_unless({name}, {spec['flag']}, {spec['flag']!r}, {{{named}}})"
+    when = spec.get("when", "True")
+    return f"_fc.per_channel_count({name}, {spec['of']}, {spec['of']!r}, {spec['min']}, {when})"
 
 
 def _integer_only(op: Op) -> bool:
