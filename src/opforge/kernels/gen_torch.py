@@ -350,7 +350,7 @@ def _function_class(table: OpTable, op: Op) -> list[str]:
 def _updated_in_place(op: Op) -> str:
     """vmap_by_loop's ``updated`` (the arguments the op updates in place, by position),
     ``when`` (the position of the bool argument under which it does; None: every call) and
-    ``sources`` (the positions of the tensors the update is computed from; None: unknown)."""
+    ``sources`` (the tensors the update is computed from, by position; None: unknown)."""
     updated = {op.args.index(a): a.name for a in op.updated}
     if not updated:
         return ""
@@ -358,7 +358,7 @@ def _updated_in_place(op: Op) -> str:
     when = op.args.index(flag) if flag is not None else None
     sources = None
     if flag is not None and "from" in flag.checks:
-        sources = tuple(i for i, a in enumerate(op.args) if a.name in flag.checks["from"])
+        sources = {i: a.name for i, a in enumerate(op.args) if a.name in flag.checks["from"]}
     return f", updated={updated!r}, when={when!r}, sources={sources!r}, op={op.name!r}"
 
 

@@ -137,6 +137,10 @@ def constant_scalars(fn: str, names: tuple, known: tuple, also: str = "") -> boo
     return True
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 def _check_scalar(fn: str, name: str, kind: str, value: object) -> None:
     base = kind.rstrip("?")
     if kind.endswith("?") and value is None:
@@ -144,7 +148,7 @@ def _check_scalar(fn: str, name: str, kind: str, value: object) -> None:
     numeric = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
         value, bool
     )
-    if base == "int" and not (isinstance(value, (int, np.integer)) and not isinstance(value, bool)):
+    if base == "int" and not _is_int(value):
         raise _fail(fn, f"{name} must be an int, got {value!r}", TypeError)
     if base == "float" and not numeric:
         raise _fail(fn, f"{name} must be a number, got {value!r}", TypeError)
@@ -167,8 +171,7 @@ def _check_scalar(fn: str, name: str, kind: str, value: object) -> None:
             TypeError,
         )
     if base == "int[]" and not (
-        isinstance(value, (tuple, list))
-        and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)
+        isinstance(value, (tuple, list)) and all(_is_int(v) for v in value)
     ):
         raise _fail(fn, f"{name} must be a sequence of ints, got {value!r}", TypeError)
     if base.startswith("str:") and value not in base[4:].split("|"):
@@ -375,10 +378,6 @@ def promote(fn: str, a, b, zero_dim_as_number: bool = False) -> tuple:
     )
     dtype = _result_dtype(fn, _dtype_or_value(fn, a), _dtype_or_value(fn, b), zero_dim_as_number)
     return _as(a, dtype), _as(b, dtype)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 @ops.constexpr

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from opforge.torch import _shapes
+
 
 def _refuse(op: str, message: str) -> None:
     raise RuntimeError(f"opforge::{op}: {message}")
@@ -96,6 +98,15 @@ def suffix(op: str, value: Sequence, of: torch.Tensor | None, of_name: str, name
         )
 
 
+def _same_dtype(op: str, ref: torch.Tensor, ref_name: str, t: torch.Tensor, name: str) -> None:
+    if t.dtype != ref.dtype:
+        _refuse(
+            op,
+            f"dtype mismatch: {ref_name} is {_dtype_name(ref.dtype)} but {name} is "
+            f"{_dtype_name(t.dtype)}",
+        )
+
+
 def like(
     op: str, ref: torch.Tensor | None, ref_name: str, t: torch.Tensor | None, name: str
 ) -> None:
@@ -106,12 +117,7 @@ def like(
         _refuse(
             op, f"shape mismatch: {ref_name} is {_shape(ref.shape)} but {name} is {_shape(t.shape)}"
         )
-    if t.dtype != ref.dtype:
-        _refuse(
-            op,
-            f"dtype mismatch: {ref_name} is {_dtype_name(ref.dtype)} but {name} is "
-            f"{_dtype_name(t.dtype)}",
-        )
+    _same_dtype(op, ref, ref_name, t, name)
 
 
 def broadcastable(
@@ -120,16 +126,10 @@ def broadcastable(
     """``t`` has ``ref``'s dtype and a shape that broadcasts with ``ref``'s (NumPy's rule)."""
     if ref is None or t is None:
         return
-    if t.dtype != ref.dtype:
-        _refuse(
-            op,
-            f"dtype mismatch: {ref_name} is {_dtype_name(ref.dtype)} but {name} is "
-            f"{_dtype_name(t.dtype)}",
-        )
-    n = max(ref.dim(), t.dim())
-    a = (1,) * (n - ref.dim()) + tuple(ref.shape)
-    b = (1,) * (n - t.dim()) + tuple(t.shape)
-    if any(da != db and da != 1 and db != 1 for da, db in zip(a, b, strict=True)):
+    _same_dtype(op, ref, ref_name, t, name)
+    try:
+        _shapes.broadcast(ref.shape, t.shape)
+    except ValueError:
         _refuse(
             op,
             f"shapes do not broadcast: {ref_name} is {_shape(ref.shape)} but {name} is "

@@ -9,7 +9,6 @@ gives a ``jvp``. Every transform opforge does not support raises an error naming
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Callable
 
@@ -226,7 +225,7 @@ def vmap_by_loop(
     *args,
     updated: dict | None = None,
     when: int | None = None,
-    sources: tuple | None = None,
+    sources: dict | None = None,
     op: str = "",
 ):
     """A ``vmap`` rule for an op without a batched kernel: one call per batch element.
@@ -248,11 +247,16 @@ def vmap_by_loop(
         batched = [k for k in inputs if in_dims[k] is not None]
         if once and batched:
             shared = [updated[k] for k in once]
+            named = [sources[k] for k in batched] if sources is not None else []
+            culprit = (
+                f"{' and '.join(named)} {'is' if len(named) == 1 else 'are'}"
+                if named
+                else "another argument is"
+            )
             raise RuntimeError(
                 f"opforge::{op}: under vmap it would update {' and '.join(shared)} once per "
                 f"batch element: {'it is' if len(shared) == 1 else 'they are'} not batched while "
-                f"{'another argument is' if sources is None else _names(function, batched)} "
-                "(batch them too, or pass None)"
+                f"{culprit} (batch them too, or pass None)"
             )
     # The values before any element updates them: the copies that later elements update.
     pristine = {k: args[k].clone() for k in once}
@@ -270,7 +274,7 @@ def vmap_by_loop(
         if once:
             # torch makes the update even with no element: one call, on zeros for the batched
             # arguments (the update is computed from unbatched ones), its outputs dropped.
-            function.apply(*_zero_element(args, in_dims))
+            function.apply(*_one_element(args, in_dims, _zeros_if_batched))
         return _empty_batch(function, in_dims, args)
 
     rows = [function.apply(*element(i)) for i in range(info.batch_size)]
@@ -280,39 +284,33 @@ def vmap_by_loop(
     return torch.stack(rows), 0
 
 
-def _names(function: type, positions: list[int]) -> str:
-    """'x is' / 'x and y are': the arguments of ``function.forward`` at ``positions``."""
-    names = inspect.signature(function.forward).parameters
-    picked = [list(names)[k] for k in positions]
-    return f"{' and '.join(picked)} {'is' if len(picked) == 1 else 'are'}"
-
-
-def _zero_element(args: tuple, in_dims: tuple) -> list:
-    """One element's worth of ``args``: each batched tensor as zeros of its element's shape."""
+def _one_element(args: tuple, in_dims: tuple, new: Callable) -> list:
+    """One element's worth of ``args``: each tensor as ``new(tensor, batch dim or None, shape
+    without the batch dim)``; other arguments as they are."""
     values = []
     for a, d in zip(args, in_dims, strict=True):
-        if d is not None and isinstance(a, torch.Tensor):
+        if isinstance(a, torch.Tensor):
             shape = list(a.shape)
-            del shape[d]
-            a = a.new_zeros(shape)
+            if d is not None:
+                del shape[d]
+            a = new(a, d, shape)
         values.append(a)
     return values
+
+
+def _zeros_if_batched(a: torch.Tensor, d: int | None, shape: list) -> torch.Tensor:
+    return a if d is None else a.new_zeros(shape)
+
+
+def _meta(a: torch.Tensor, d: int | None, shape: list) -> torch.Tensor:
+    return torch.empty(shape, dtype=a.dtype, device="meta")
 
 
 def _empty_batch(function: type, in_dims: tuple, args: tuple):
     """``vmap`` over a batch of size 0: no element to run, so the outputs' shapes come from one
     element's worth of meta tensors (the fake kernels; nothing runs, nothing is updated)."""
     device = next(a.device for a in args if isinstance(a, torch.Tensor))
-
-    def element(a, d):
-        if not isinstance(a, torch.Tensor):
-            return a
-        shape = list(a.shape)
-        if d is not None:
-            del shape[d]
-        return torch.empty(shape, dtype=a.dtype, device="meta")
-
-    example = function.apply(*(element(a, d) for a, d in zip(args, in_dims, strict=True)))
+    example = function.apply(*_one_element(args, in_dims, _meta))
 
     def empty(out: torch.Tensor) -> torch.Tensor:
         return torch.empty((0, *out.shape), dtype=out.dtype, device=device)
