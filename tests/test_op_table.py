@@ -115,7 +115,7 @@ def _set(path: str, value):
         *parents, last = path.split(".")
         node = data
         for key in parents:
-            node = node[key]
+            node = node[int(key)] if isinstance(node, list) else node[key]
         if value is _DELETE:
             del node[last]
         else:
@@ -228,6 +228,16 @@ BAD = [
             ],
         ),
         "ops.add.torch.0.args.b: 'c' is not a parameter of the function",
+    ),
+    (
+        "range that is no interval",
+        _set("ops.batch_norm.mindspore.0.ranges", {"eps": "0..1"}),
+        "ops.batch_norm.mindspore.0.ranges.eps: expected an interval such as \"(0, 1]\", got '0..1'",
+    ),
+    (
+        "range of no parameter",
+        _set("ops.batch_norm.mindspore.0.ranges", {"epsilon": "(0, 1]"}),
+        "ops.batch_norm.mindspore.0.ranges.epsilon: expected a parameter of a mindspore function",
     ),
 ]
 

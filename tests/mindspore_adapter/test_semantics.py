@@ -153,6 +153,44 @@ def test_batch_norm_matches_mindspore_ops_batch_norm(mode, momentum):
             same(o, n, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    ("momentum", "eps", "refused"),
+    [
+        (0.1, 2.0, "eps"),
+        (0.1, 0.0, "eps"),
+        (0.1, float("nan"), "eps"),
+        (1.5, 1e-5, "momentum"),
+        (-0.1, 1e-5, "momentum"),
+        (0.0, 1e-5, None),
+        (1.0, 1.0, None),
+    ],
+)
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_takes_the_ranges_mindspore_takes(mode, momentum, eps, refused, training):
+    x = f32(8, 3)
+
+    def step(fn):
+        def run(t, rm, rv, w, b):
+            return fn(t, rm, rv, w, b, training, momentum, eps)
+
+        def on_fresh_statistics(t):
+            zeros, ones = np.zeros(3, np.float32), np.ones(3, np.float32)
+            return call(run, mode)(t, Tensor(zeros), Tensor(ones), Tensor(ones), Tensor(zeros))
+
+        return on_fresh_statistics
+
+    if refused is None:
+        same(step(ofm.batch_norm)(x), step(ops.batch_norm)(x), 1e-5, 1e-5)
+        return
+    with pytest.raises(ValueError, match=f"{refused} must be in"):
+        step(ops.batch_norm)(x)
+    interval = "(0, 1]" if refused == "eps" else "[0, 1]"
+    with pytest.raises(ValueError) as caught:
+        step(ofm.batch_norm)(x)
+    message = str(caught.value).splitlines()[0]
+    assert message.startswith(f"opforge.mindspore.batch_norm: {refused} must be in {interval}")
+
+
 def test_batch_norm_in_inference_leaves_views_of_statistics_alone(mode):
     # Nothing is updated in inference: MindSpore refuses an in-place assign to a view.
     x = f32(8, 3)

@@ -295,6 +295,8 @@ def _public(op: Op, fn: Function) -> list[str]:
         names = ", ".join(fn.promote)
         extra = ", zero_dim_as_number=True" if fn.zero_dim_as_number else ""
         lines.append(f'    {names} = _rt.promote("{fn.name}", {names}{extra})')
+    for name, interval in fn.ranges.items():
+        lines.append(f'    _rt.in_range("{fn.name}", "{name}", {name}, "{interval}")')
     values = []
     params = {p.name for p in fn.params}
     for arg in op.args:

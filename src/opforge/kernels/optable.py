@@ -45,7 +45,9 @@ _OP_KEYS = {
     "mindspore",
 }
 FRAMEWORKS = ("torch", "mindspore")
-_FUNCTION_KEYS = {"def", "doc", "args", "returns", "promote", "zero_dim_as_number"}
+_FUNCTION_KEYS = {"def", "doc", "args", "returns", "promote", "zero_dim_as_number", "ranges"}
+# A number parameter's allowed interval, as the framework states it: "(0, 1]", "[0, 1]".
+_INTERVAL = re.compile(r"^([(\[])\s*([-+.0-9eE]+)\s*,\s*([-+.0-9eE]+)\s*([)\]])$")
 # The modules a framework function's expressions may use besides its parameters: what the
 # generated _ops.py of each adapter imports under these names.
 EXPRESSION_MODULES = {"torch": {"torch", "_rt"}, "mindspore": {"ops", "_rt"}}
@@ -141,6 +143,9 @@ class Function:
     promote: tuple[str, ...] = ()
     # MindSpore only (torch always does this): 0-d tensor operands promote as Python numbers do.
     zero_dim_as_number: bool = False
+    # MindSpore only: intervals a number parameter must lie in, as the framework's op refuses
+    # values outside them (``ops.batch_norm``: eps in (0, 1]); parameter name -> "(0, 1]".
+    ranges: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -638,8 +643,23 @@ def _function(
         raise (where / "zero_dim_as_number").error(
             "expected true or false, on a mindspore function that promotes"
         )
+    ranges = _mapping(where / "ranges", raw.get("ranges") or {})
+    for name, interval in ranges.items():
+        if framework != "mindspore" or name not in {p.name for p in params}:
+            raise (where / "ranges" / name).error("expected a parameter of a mindspore function")
+        if not isinstance(interval, str) or not _INTERVAL.match(interval):
+            raise (where / "ranges" / name).error(
+                f'expected an interval such as "(0, 1]", got {interval!r}'
+            )
     return Function(
-        fn.name, tuple(params), " ".join(doc.split()), dict(args), returns, tuple(promote), zero_dim
+        fn.name,
+        tuple(params),
+        " ".join(doc.split()),
+        dict(args),
+        returns,
+        tuple(promote),
+        zero_dim,
+        dict(ranges),
     )
 
 

@@ -137,6 +137,20 @@ def constant_scalars(fn: str, names: tuple, known: tuple, also: str = "") -> boo
     return True
 
 
+@ops.constexpr
+def in_range(fn: str, name: str, value: object, interval: str) -> bool:
+    """Refuse a number outside ``interval`` ("(0, 1]"), the range MindSpore's own op takes
+    (NaN is in no interval); anything else is left to the argument checks, which name it."""
+    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
+        return True
+    low, high = (float(v) for v in interval[1:-1].split(","))
+    above = value > low if interval[0] == "(" else value >= low
+    below = value < high if interval[-1] == ")" else value <= high
+    if not (above and below):
+        raise _fail(fn, f"{name} must be in {interval}, as in mindspore.ops.{fn}, got {value}")
+    return True
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
