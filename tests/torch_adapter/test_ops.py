@@ -153,16 +153,42 @@ def _empty_batch_calls(device: str) -> dict:
         "mul": (lambda v: ot.mul(v, ones), lambda v: torch.mul(v, ones), (0, 3)),
         "gelu": (lambda v: ot.gelu(v), F.gelu, (0, 3)),
         "layer_norm": (lambda v: ot.layer_norm(v, (3,)), lambda v: F.layer_norm(v, (3,)), (0, 3)),
+        "argmax": (lambda v: ot.argmax(v), lambda v: torch.argmax(v), (0, 2, 3)),
+        "argmax dim": (
+            lambda v: ot.argmax(v, 1, keepdim=True),
+            lambda v: torch.argmax(v, 1, keepdim=True),
+            (0, 2, 3),
+        ),
+        "the op itself": (
+            lambda v: torch.ops.opforge.softmax(v, 1),
+            lambda v: torch.softmax(v, 1),
+            (0, 2, 3),
+        ),
+        "a backward op": (
+            lambda v: torch.ops.opforge.gelu_backward(v, v, "none"),
+            lambda v: torch.ops.aten.gelu_backward(v, v),
+            (0, 3),
+        ),
     }
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name", ["softmax", "add", "mul", "gelu", "layer_norm"])
+@pytest.mark.parametrize("name", list(_empty_batch_calls("cpu")))
 def test_vmap_over_an_empty_batch_gives_what_torch_gives(name, device):
     ours, native, shape = _empty_batch_calls(device)[name]
     x = torch.empty(shape, device=device)
     got, expected = torch.func.vmap(ours)(x), torch.func.vmap(native)(x)
     assert (got.shape, got.dtype, got.device) == (expected.shape, expected.dtype, expected.device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["argmax", "argmax dim", "the op itself", "a backward op"])
+def test_vmap_of_an_op_without_autograd_matches_torch_without_the_fallback(name, device, capfd):
+    # Once torch's batching fallback ran these, warning of "a performance drop" on every call.
+    ours, native, shape = _empty_batch_calls(device)[name]
+    x = torch.randn((4, *shape[1:]), device=device)
+    torch.testing.assert_close(torch.func.vmap(ours)(x), torch.func.vmap(native)(x))
+    assert "BatchedFallback" not in capfd.readouterr().err
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -717,6 +743,32 @@ ARGUMENT_ERRORS = [
         "opforge.torch.add: alpha 18446744073709551616 does not fit 64 bits",
     ),
 ]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    ("dtype", "alpha"),
+    [
+        (torch.float32, 1e39),
+        (torch.float16, 70000.0),
+        (torch.float16, 2**63),
+        (torch.bfloat16, -1e39),
+        (torch.float16, 65504.0),
+        (torch.float32, float("inf")),
+        (torch.float16, float("nan")),
+    ],
+)
+def test_an_alpha_torch_cannot_convert_is_refused_as_torch_refuses_it(dtype, alpha, device):
+    # torch converts alpha to the dtype on CPU and to float32 on CUDA, refusing an overflow.
+    a = torch.ones(3, dtype=dtype, device=device)
+    try:
+        expected = torch.add(a, a, alpha=alpha)
+    except RuntimeError as exc:
+        assert "without overflow" in str(exc)
+        with pytest.raises(OverflowError, match=r"^opforge.torch.add: alpha \S+ does not fit"):
+            ot.add(a, a, alpha=alpha)
+    else:
+        torch.testing.assert_close(ot.add(a, a, alpha=alpha), expected, equal_nan=True)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -340,7 +340,7 @@ def _function_class(table: OpTable, op: Op) -> list[str]:
         "",
         "    @staticmethod",
         "    def vmap(info, in_dims, *args):",
-        f"        return vmap_by_loop({cls}, info, in_dims, *args{_updated_in_place(op)})",
+        f"        return vmap_by_loop({cls}.apply, info, in_dims, *args{_updated_in_place(op)})",
         "",
         "",
     ]
@@ -517,6 +517,17 @@ def python_source(table: OpTable) -> str:
                 "",
                 "",
             ]
+        # The op called under vmap with nothing to differentiate (torch.ops.opforge.*, argmax,
+        # the backward ops): torch's batching fallback cannot take a batch of size 0 and warns
+        # on every call, so the same loop as the autograd.Function's vmap, on the op itself.
+        lines += [
+            f'@torch.library.register_vmap("opforge::{op.name}")',
+            f"def _{op.name}_vmap(info, in_dims, *args):",
+            f"    return vmap_by_loop(_OPS.{op.name}.default, info, in_dims, *args"
+            f"{_updated_in_place(op)})",
+            "",
+            "",
+        ]
         lines += _dispatch(op)
         for fn in op.functions.get("torch", ()):
             helpers += _helper(op, fn)

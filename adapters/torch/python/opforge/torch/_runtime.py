@@ -9,6 +9,7 @@ gives a ``jvp``. Every transform opforge does not support raises an error naming
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 
@@ -219,7 +220,7 @@ def zeros_if_none(tangent: torch.Tensor | None, meta: tuple) -> torch.Tensor:
 
 
 def vmap_by_loop(
-    function: type,
+    call: Callable,
     info,
     in_dims: tuple,
     *args,
@@ -228,7 +229,8 @@ def vmap_by_loop(
     sources: dict | None = None,
     op: str = "",
 ):
-    """A ``vmap`` rule for an op without a batched kernel: one call per batch element.
+    """A ``vmap`` rule for an op without a batched kernel: one ``call`` per batch element
+    (the op's ``autograd.Function.apply``, or the op itself where it has none).
 
     ``updated`` names the arguments (by position) the op ``op`` updates in place when the bool
     argument at ``when`` is true (``when`` None: always), computing the update from the tensors
@@ -274,10 +276,10 @@ def vmap_by_loop(
         if once:
             # torch makes the update even with no element: one call, on zeros for the batched
             # arguments (the update is computed from unbatched ones), its outputs dropped.
-            function.apply(*_one_element(args, in_dims, _zeros_if_batched))
-        return _empty_batch(function, in_dims, args)
+            call(*_one_element(args, in_dims, _zeros_if_batched))
+        return _empty_batch(call, in_dims, args)
 
-    rows = [function.apply(*element(i)) for i in range(info.batch_size)]
+    rows = [call(*element(i)) for i in range(info.batch_size)]
     if isinstance(rows[0], tuple):
         outputs = tuple(torch.stack(column) for column in zip(*rows, strict=True))
         return outputs, (0,) * len(outputs)
@@ -306,11 +308,11 @@ def _meta(a: torch.Tensor, d: int | None, shape: list) -> torch.Tensor:
     return torch.empty(shape, dtype=a.dtype, device="meta")
 
 
-def _empty_batch(function: type, in_dims: tuple, args: tuple):
+def _empty_batch(call: Callable, in_dims: tuple, args: tuple):
     """``vmap`` over a batch of size 0: no element to run, so the outputs' shapes come from one
     element's worth of meta tensors (the fake kernels; nothing runs, nothing is updated)."""
     device = next(a.device for a in args if isinstance(a, torch.Tensor))
-    example = function.apply(*_one_element(args, in_dims, _meta))
+    example = call(*_one_element(args, in_dims, _meta))
 
     def empty(out: torch.Tensor) -> torch.Tensor:
         return torch.empty((0, *out.shape), dtype=out.dtype, device=device)
@@ -505,12 +507,22 @@ def dtype_argument(function: str, dtype) -> torch.dtype:
     return dtype
 
 
-def float_alpha(alpha):
+def float_alpha(alpha, operand: torch.Tensor):
     """add's alpha, refused where torch refuses it for a floating result: a bool (or bool
-    tensor), an int past 64 bits."""
+    tensor), an int past 64 bits, a finite number past the range of the type torch converts it
+    to (the operand's dtype on CPU, float32 for every dtype on CUDA, which computes in it)."""
     if isinstance(alpha, bool) or (isinstance(alpha, torch.Tensor) and alpha.dtype == torch.bool):
         raise _wrong_type("add", "alpha", "a number (a bool alpha is for bool results)", alpha)
     require_64_bits("add", "alpha", alpha)
+    if isinstance(alpha, (int, float)) and isinstance(operand, torch.Tensor):
+        dtype = operand.dtype if operand.device.type == "cpu" else torch.float32
+        if operand.dtype.is_floating_point and math.isfinite(alpha):
+            largest = torch.finfo(dtype).max
+            if abs(alpha) > largest:
+                raise OverflowError(
+                    f"opforge.torch.add: alpha {alpha:g} does not fit {str(dtype).removeprefix('torch.')}, "
+                    f"as torch refuses it: pass |alpha| <= {largest:g}"
+                )
     return alpha
 
 
