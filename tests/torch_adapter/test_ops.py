@@ -182,6 +182,22 @@ def test_vmap_over_an_empty_batch_gives_what_torch_gives(name, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["softmax", "add", "mul", "gelu", "layer_norm"])
+def test_backward_through_vmap_over_an_empty_batch_gives_what_torch_gives(name, device):
+    # The empty outputs were not connected to autograd: backward raised "does not require grad".
+    ours, native, shape = _empty_batch_calls(device)[name]
+    weight = torch.randn(shape[1:], device=device, requires_grad=True)
+    grads = []
+    for fn in (ours, native):
+        x = torch.empty(shape, device=device, requires_grad=True)
+        torch.func.vmap(lambda v, fn=fn: fn(v) * weight)(x).sum().backward()
+        grads.append((x.grad, weight.grad))
+        weight.grad = None
+    for got, expected in zip(*grads, strict=True):
+        torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", ["argmax", "argmax dim", "the op itself", "a backward op"])
 def test_vmap_of_an_op_without_autograd_matches_torch_without_the_fallback(name, device, capfd):
     # Once torch's batching fallback ran these, warning of "a performance drop" on every call.

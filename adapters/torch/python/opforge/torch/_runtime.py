@@ -313,9 +313,18 @@ def _empty_batch(call: Callable, in_dims: tuple, args: tuple):
     element's worth of meta tensors (the fake kernels; nothing runs, nothing is updated)."""
     device = next(a.device for a in args if isinstance(a, torch.Tensor))
     example = call(*_one_element(args, in_dims, _meta))
+    # The outputs still come from the inputs that require grad (through a zero-element slice),
+    # so a backward gives those inputs their (empty or zero) gradients, as torch's, and does
+    # not raise that the outputs need no grad.
+    linked = [
+        a.reshape(-1)[:0].sum() for a in args if isinstance(a, torch.Tensor) and a.requires_grad
+    ]
 
     def empty(out: torch.Tensor) -> torch.Tensor:
-        return torch.empty((0, *out.shape), dtype=out.dtype, device=device)
+        result = torch.empty((0, *out.shape), dtype=out.dtype, device=device)
+        if linked and result.dtype.is_floating_point:
+            result = result + sum(linked).to(result.dtype)
+        return result
 
     if isinstance(example, tuple):
         return tuple(empty(o) for o in example), (0,) * len(example)
