@@ -816,3 +816,115 @@ def test_arguments_of_the_wrong_type_are_one_line_errors(
 def test_cpu_cuda_mix_is_refused():
     with pytest.raises(RuntimeError, match="opforge::add: device mismatch: b is on cuda:0"):
         ot.add(torch.ones(3), torch.ones(3, device="cuda"))
+
+
+def _helper_calls(weight: torch.Tensor) -> dict:
+    """Each helper on one input, with torch's own call beside it."""
+    F = torch.nn.functional
+    return {
+        "add": (lambda v: ot.add(v, v, alpha=2), lambda v: torch.add(v, v, alpha=2)),
+        "mul": (lambda v: ot.mul(v, 1.5), lambda v: torch.mul(v, 1.5)),
+        "softmax": (lambda v: ot.softmax(v, 1), lambda v: torch.softmax(v, 1)),
+        "argmax": (lambda v: ot.argmax(v, 1), lambda v: torch.argmax(v, 1)),
+        "gelu": (ot.gelu, F.gelu),
+        "layer_norm": (
+            lambda v: ot.layer_norm(v, (3,), weight),
+            lambda v: F.layer_norm(v, (3,), weight),
+        ),
+        "rms_norm": (
+            lambda v: ot.rms_norm(v, (3,), weight),
+            lambda v: F.rms_norm(v, (3,), weight),
+        ),
+        "batch_norm": (
+            lambda v: ot.batch_norm(v, None, None, weight, training=True),
+            lambda v: F.batch_norm(v, None, None, weight, training=True),
+        ),
+    }
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", list(_helper_calls(torch.ones(3))))
+def test_a_lazily_negated_view_is_read_with_its_sign(name, device):
+    # x.conj().imag carries a negative bit the helpers' direct kernel call once skipped.
+    def negated(*shape):
+        return torch.randn(*shape, dtype=torch.complex64, device=device).conj().imag
+
+    weight = negated(3)
+    ours, native = _helper_calls(weight)[name]
+    x = negated(4, 3)
+    assert x.is_neg()
+    torch.testing.assert_close(ours(x), native(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_running_statistics_with_a_negative_bit_are_refused_before_anything_runs(device):
+    x = torch.randn(4, 3, device=device)
+    running_mean = torch.randn(3, dtype=torch.complex64, device=device).conj().imag
+    before = running_mean.clone()
+    message = r"^opforge::batch_norm: running_mean is updated in place and is a lazily negated"
+    for call in (
+        lambda: ot.batch_norm(x, running_mean, torch.ones(3, device=device), training=True),
+        lambda: torch.ops.opforge.batch_norm(
+            x, None, None, running_mean, torch.ones(3, device=device), True, 0.1, 1e-5
+        ),
+    ):
+        with pytest.raises(RuntimeError, match=message):
+            call()
+    assert torch.equal(running_mean, before)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", list(_helper_calls(torch.ones(3))))
+def test_jit_trace_records_the_op_not_its_result(name, device):
+    weight = torch.rand(3, device=device) + 0.5
+    ours, native = _helper_calls(weight)[name]
+    traced = torch.jit.trace(ours, (torch.randn(4, 3, device=device),), check_trace=False)
+    assert "opforge::" in str(traced.graph)
+    y = torch.randn(4, 3, device=device)
+    torch.testing.assert_close(traced(y), native(y), rtol=1e-5, atol=1e-6)
+
+
+def _other_layouts(device: str) -> dict:
+    x = torch.randn(2, 3, device=device)
+    found = {
+        "sparse_coo": (x.to_sparse(), ".to_dense()"),
+        "sparse_csr": (x.to_sparse_csr(), ".to_dense()"),
+    }
+    if device == "cpu":
+        found["mkldnn"] = (x.to_mkldnn(), ".to_dense()")
+        found["quantized"] = (torch.quantize_per_tensor(x, 0.1, 0, torch.qint8), ".dequantize()")
+    return found
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", list(_helper_calls(torch.ones(3))))
+def test_tensors_of_other_layouts_are_refused_in_one_line_with_the_conversion(name, device):
+    # An mkldnn tensor reports strides (1, 0): the direct kernel call read garbage from it.
+    ours, _ = _helper_calls(torch.ones(3, device=device))[name]
+    for tensor, conversion in _other_layouts(device).values():
+        with pytest.raises(NotImplementedError) as info:
+            ours(tensor)
+        message = str(info.value)
+        assert message.startswith(f"opforge::{name}: takes dense (strided) CPU and CUDA tensors")
+        assert message.endswith(conversion) and "\n" not in message
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_none_where_a_tensor_goes_is_a_one_line_error(device):
+    x = torch.ones(2, 3, device=device)
+    calls = [
+        (lambda: ot.softmax(None, 1), "opforge::softmax: x must be a Tensor, got None"),
+        (lambda: ot.layer_norm(None, (3,)), "opforge::layer_norm: x must be a Tensor, got None"),
+        (
+            lambda: torch.ops.opforge.softmax_backward(x, None, 1),
+            "opforge::softmax_backward: dy must be a Tensor, got None",
+        ),
+        (
+            lambda: ot.softmax([1.0], 0, dtype=torch.float32),
+            "opforge::softmax: x must be Tensor, got list",
+        ),
+    ]
+    for call, message in calls:
+        with pytest.raises((TypeError, RuntimeError)) as info:
+            call()
+        assert str(info.value).startswith(message) and "\n" not in str(info.value)

@@ -53,31 +53,50 @@ def test_add_takes_python_numbers_and_promotes(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op", ["add", "mul"])
-def test_numbers_the_result_dtype_cannot_hold_are_applied_as_torch_does(device, op):
-    # torch computes float16 and bfloat16 in float32 with the other operand unrounded (its CUDA
-    # kernels always; on the CPU, mul with the number second): a number that float16 would turn
-    # into 0 or inf must not be rounded first.
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_scalar_operand_of_a_2_byte_result_is_rounded_or_not_as_torch_does(device, op, dtype):
+    # torch's CUDA kernels read a Python number or a 0-d CPU tensor unrounded (in float32), in
+    # either position; its CPU kernels round it to the dtype first, except mul's second operand.
+    # Values that the dtype turns into 0, a subnormal or inf tell the two apart; a normal
+    # number that torch reads unrounded is rounded here (the op then runs in the dtype), one
+    # rounding off at most, hence rtol of the dtype's eps.
     ours, native = getattr(ot, op), getattr(torch, op)
+    big = 7e4 if dtype == torch.float16 else 1e39
+    h = torch.tensor([1e-4, -1.0, 1000.0, -6e4, 3.0], device=device, dtype=dtype)
+    numbers = [1e-8, -7e-8, 7e4, 1e5, big, 1.0009765625, 100003, 1e-39]
+    zero_dim = [
+        torch.tensor(v, dtype=d, device=where)
+        for v in (7e4, 1.0009765625, 1e-10)
+        for d in (torch.float32, torch.float64)
+        for where in {"cpu", device}
+    ] + [torch.tensor(100000), torch.tensor(3, device=device)]
+    for other in numbers + zero_dim:
+        for a, b in ((h, other), (other, h)):
+            expected = native(a, b)
+            got = ours(a, b)
+            assert got.dtype == expected.dtype
+            torch.testing.assert_close(
+                got, expected, rtol=torch.finfo(dtype).eps, atol=0, equal_nan=True, msg=str(b)
+            )
 
-    def in_float32(a, b):
-        half = a if isinstance(a, torch.Tensor) else b
-        wide = [v.float() if isinstance(v, torch.Tensor) else v for v in (a, b)]
-        return native(*wide).to(half.dtype)
 
-    h = torch.tensor([1000.0, -100.0, -60000.0, 3.0], device=device, dtype=torch.float16)
-    for number in (1e-8, -7e-8, 7e4, 1e5):
-        same(ours(h, number), in_float32(h, number))
-        same(ours(number, h), in_float32(number, h))
-    same(ours(h, 1e-8), native(h, 1e-8))
-    b = torch.tensor([3.0e-30, 1.0], device=device, dtype=torch.bfloat16)
-    same(ours(b, 1e-39), in_float32(b, 1e-39))
-    # A 0-d float32 tensor: the result stays float16; torch reads a CPU one as an unrounded
-    # scalar and casts a CUDA one down like any operand.
-    wide = torch.tensor(1e-8, device=device)
-    same(ours(h, wide), native(h, wide))
-    x = h.clone().requires_grad_()
-    (grad,) = torch.autograd.grad(ours(x, 1e-8).sum(), x)
-    same(grad, torch.full_like(h, 1e-8 if op == "mul" else 1.0))
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", ["add", "mul"])
+def test_a_number_past_float32_is_inf_as_in_torch(device, op):
+    x = torch.tensor([1.0, -2.0], device=device)
+    for number in (1e39, -1e300):
+        same(getattr(ot, op)(x, number), getattr(torch, op)(x, number))
+        same(getattr(ot, op)(number, x.half()), getattr(torch, op)(number, x.half()))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gradient_of_a_2_byte_mul_by_a_number_is_torchs(device):
+    for number in (1e-8, 7e4, 0.1):
+        grads = []
+        for op in (ot.mul, torch.mul):
+            x = torch.tensor([1.0, -3.0], device=device, dtype=torch.float16, requires_grad=True)
+            grads += torch.autograd.grad(op(x, number).sum(), x)
+        same(*grads)
 
 
 def test_result_dtype_is_torch_result_type():
@@ -222,7 +241,7 @@ def test_gelu_matches_functional_gelu_with_gradients_and_forward_mode(device, ap
     dy = torch.randn_like(native)
     same(torch.autograd.grad(ours, x, dy)[0], torch.autograd.grad(native, x, dy)[0])
     t = torch.randn_like(x)
-    _, jvp_ours = torch.func.jvp(lambda v: ot.gelu(v, approximate), (x.detach(),), (t,))
+    _, jvp_ours = torch.func.jvp(lambda v: ot.gelu(v, approximate=approximate), (x.detach(),), (t,))
     _, jvp_native = torch.func.jvp(
         lambda v: torch.nn.functional.gelu(v, approximate=approximate), (x.detach(),), (t,)
     )

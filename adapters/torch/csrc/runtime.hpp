@@ -31,6 +31,8 @@ class Call {
 
   // A view of `t` for the kernel library; it reads sizes and strides from the tensor itself.
   DLTensor* in(const Tensor& t, const char* name) {
+    // torch passes None for a Tensor argument as an undefined tensor.
+    if (!t.defined()) throw std::runtime_error(prefix() + name + " must be a Tensor, got None");
     DLTensor& d = next_descriptor();
     d.data = t.data_ptr();
     d.device = device_of(t, name);
@@ -44,7 +46,7 @@ class Call {
   }
 
   DLTensor* in(const std::optional<Tensor>& t, const char* name) {
-    return t.has_value() ? in(*t, name) : nullptr;
+    return t.has_value() && t->defined() ? in(*t, name) : nullptr;
   }
 
   // An output for opforge_<op>_infer to describe, then for the op to fill.

@@ -418,6 +418,7 @@ def _dispatch(op: Op) -> list[str]:
     names = [a.name for a in op.args]
     tensors = [a.name for a in op.tensors]
     call = f"_OPS.{op.name}.default"
+    updated = ", ".join(f"{a.name!r}: {a.name}" for a in op.updated)
     lines = [
         f"_{op.name}_direct = direct_kernel({call})",
         "",
@@ -426,15 +427,26 @@ def _dispatch(op: Op) -> list[str]:
         # An argument of the wrong type fails in torch's schema matching with a many-line
         # message; argument_error makes it one line (free when nothing is raised).
         "    try:",
+    ]
+    required = [a.name for a in op.tensors if not a.optional]
+    # torch's argument parser passes None for a Tensor as an undefined tensor, which the
+    # dispatcher then refuses in a many-line message about "no tensor arguments".
+    named = ", ".join(f"{n!r}: {n}" for n in required)
+    lines += [
+        f"        if {' or '.join(f'{n} is None' for n in required)}:",
+        f'            raise missing_tensor("{op.name}", {{{named}}})',
+    ]
+    if updated:
+        lines.append(f'        refuse_lazy_bits("{op.name}", {{{updated}}})')
+    lines += [
         f"        keys = kernel_keys({', '.join(tensors)})",
         "        if keys is not None:",
         f"            return _{op.name}_direct(keys, {', '.join(names)})",
     ]
     if op.backward is not None:
         lines.append(f"        if helper_needs_autograd({', '.join(tensors)}):")
-        if op.updated:
-            named = ", ".join(f"{a.name!r}: {a.name}" for a in op.updated)
-            lines.append(f'            refuse_grad_of_updated("{op.name}", {{{named}}})')
+        if updated:
+            lines.append(f'            refuse_grad_of_updated("{op.name}", {{{updated}}})')
         lines.append(f"            return _{op.class_name}.apply({', '.join(names)})")
     lines += [
         f"        return {call}({', '.join(names)})",
@@ -468,9 +480,11 @@ def python_source(table: OpTable) -> str:
         "    kernel_keys,",
         "    like_output,",
         "    linear_tangent,",
+        "    missing_tensor,",
         "    promote,",
         "    refuse_forward_mode,",
         "    refuse_grad_of_updated,",
+        "    refuse_lazy_bits,",
         "    refuse_nested_forward_mode,",
         "    underivable_kernel,",
         "    sum_to,",

@@ -61,7 +61,24 @@ _CUDA = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _functorch_active = torch._C._are_functorch_transforms_active
 _function_modes = torch._C._len_torch_function_stack
+_tracing = torch._C._get_tracing_state
+_keys_of = torch._C._dispatch_keys
 _Tensor = torch.Tensor
+
+
+# The keys of a dense tensor with nothing else to resolve: a negative or conjugate bit
+# (x.conj().imag), a sparse, mkldnn, quantized or nested tensor adds or swaps keys. CUDA's are
+# taken from a tensor on first use (making one at import would start CUDA).
+_PLAIN_CPU = _keys_of(torch.empty(0))
+_plain_cuda: list = []
+
+
+def _is_plain_cuda(t: torch.Tensor, keys) -> bool:
+    if not _plain_cuda:
+        if not t.is_cuda:
+            return False
+        _plain_cuda.append(_keys_of(torch.empty(0, device=t.device)))
+    return keys == _plain_cuda[0]
 
 
 def kernel_keys(*tensors: torch.Tensor | None) -> torch._C.DispatchKeySet | None:
@@ -69,23 +86,31 @@ def kernel_keys(*tensors: torch.Tensor | None) -> torch._C.DispatchKeySet | None
     work to do; else None (the helper then goes through the dispatcher).
 
     Taken when no gradient or tangent can be recorded, no dispatch or torch-function mode (fake
-    tensors, tracing, profiling) and no ``torch.func`` transform is active, torch.compile is not
-    tracing, and every tensor is a plain ``torch.Tensor`` on the CPU or a CUDA device: the keys
-    skipped would only pass the call on, at a cost of microseconds (the Autograd key's kernel is
-    Python). torch.compile first: Dynamo folds it to True and must not trace the other checks.
+    tensors, profiling), no ``torch.func`` transform and no ``torch.jit.trace`` is active,
+    torch.compile is not tracing, and every tensor is a plain dense ``torch.Tensor`` on the CPU
+    or a CUDA device (no negative bit, no other layout): the keys skipped would only pass the
+    call on, at a cost of microseconds (the Autograd key's kernel is Python). torch.compile
+    first: Dynamo folds it to True and must not trace the other checks.
     """
     if _compiling() or _dispatch_modes() or _function_modes() or _functorch_active():
         return None
-    if forward_ad._current_level >= 0:
+    if forward_ad._current_level >= 0 or _tracing() is not None:
         return None
     grad = _grad_enabled()
+    found = None
     for t in tensors:
-        if t is not None and (type(t) is not _Tensor or (grad and t.requires_grad)):
+        if t is None:
+            continue
+        if type(t) is not _Tensor or (grad and t.requires_grad):
             return None
-    first = tensors[0]
-    if first.is_cuda:
-        return _CUDA
-    return _CPU if first.is_cpu else None
+        keys = _keys_of(t)
+        if keys == _PLAIN_CPU:
+            found = found or _CPU
+        elif _is_plain_cuda(t, keys):
+            found = found or _CUDA
+        else:
+            return None
+    return None if tensors[0] is None else found
 
 
 def direct_kernel(op: torch._ops.OpOverload):
@@ -108,6 +133,8 @@ def autograd_kernel(
     """
 
     def kernel(keyset, *args):
+        if updated:
+            refuse_lazy_bits(op.name(), {name: args[k] for k, name in updated.items()})
         if needs_autograd(*(args[i] for i in tensors)):
             if updated:
                 refuse_grad_of_updated(op.name(), {name: args[k] for k, name in updated.items()})
@@ -115,6 +142,22 @@ def autograd_kernel(
         return op.redispatch(keyset & _after_autograd, *args)
 
     return kernel
+
+
+def refuse_lazy_bits(op: str, updated: dict) -> None:
+    """Refuse, before anything runs, a tensor the op updates in place that carries a negative
+    or conjugate bit (a lazily negated view, such as ``x.conj().imag``): torch cannot write an
+    op's update through it (its fallback fails an internal assert). Not under torch.compile,
+    which cannot trace the test and resolves the bits itself."""
+    if _compiling():
+        return
+    for name, t in updated.items():
+        if isinstance(t, _Tensor) and (t.is_neg() or t.is_conj()):
+            raise RuntimeError(
+                f"opforge::{op.removeprefix('opforge::')}: {name} is updated in place and is a "
+                f"lazily negated or conjugated view (such as x.conj().imag): pass "
+                f"{name}.resolve_neg() and use the result"
+            )
 
 
 def refuse_grad_of_updated(op: str, updated: dict) -> None:
@@ -372,22 +415,35 @@ def result_dtype(a, b) -> torch.dtype:
 
 def _rounds_away(value, dtype: torch.dtype) -> bool:
     # A number that float16 or bfloat16 would turn into 0, a subnormal or inf.
-    if isinstance(value, torch.Tensor):
-        return False
     magnitude = abs(float(value))
     info = torch.finfo(dtype)
     return magnitude != 0.0 and magnitude != float("inf") and not info.tiny <= magnitude <= info.max
 
 
-def _cpu_scalar(value) -> bool:
-    # A 0-d float32 CPU tensor, which torch reads as a scalar in float32; a 0-d CUDA tensor is an
-    # operand like any other, cast down first.
-    return (
-        isinstance(value, torch.Tensor)
-        and value.dim() == 0
-        and value.dtype == torch.float32
-        and value.device.type == "cpu"
-    )
+def _read_unrounded(name: str, position: int, value, dtype: torch.dtype, device) -> bool:
+    """Whether torch reads a float16/bfloat16 op's other operand (a number or a 0-d tensor of
+    another dtype) in float32, where rounding it to ``dtype`` first would change the result
+    beyond a rounding of the result.
+
+    torch's CUDA kernels read a CPU scalar (a Python number, a 0-d CPU tensor) unrounded, in
+    either position; its CPU kernels round the operand to the dtype first, except mul's second
+    operand. A 0-d CUDA tensor is cast to the dtype like any operand. A number read unrounded is
+    rounded to the dtype anyway when it stays a normal number there: the result then differs
+    from torch's by at most one rounding, and the op runs in the dtype, without float32 copies.
+    """
+    if device.type == "cpu" and not (name == "mul" and position == 1):
+        return False
+    if isinstance(value, torch.Tensor):
+        return value.dim() == 0 and value.device.type == "cpu" and value.dtype != dtype
+    return _rounds_away(value, dtype)
+
+
+def _scalar(value, dtype: torch.dtype, device) -> torch.Tensor:
+    # A number past the dtype's range becomes inf, as torch's cast of it, where scalar_tensor
+    # would refuse it.
+    if not isinstance(value, bool) and abs(float(value)) > torch.finfo(dtype).max:
+        return torch.scalar_tensor(float(value), dtype=torch.float64, device=device).to(dtype)
+    return torch.scalar_tensor(value, dtype=dtype, device=device)
 
 
 def require_64_bits(function: str, what: str, value) -> None:
@@ -406,14 +462,19 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
     """Two operands as tensors of one dtype under torch's type promotion, and the dtype the
     result must be cast to afterwards (None: the operands' own).
 
-    Python numbers become 0-d tensors on the other operand's device; results outside float32,
-    float16 and bfloat16 are refused naming the function. torch computes float16 and bfloat16
-    in float32 with the other operand as given: where casting it down would change it beyond
-    rounding (a number that would become 0, a subnormal or inf; a 0-d float32 CPU tensor, whose
-    value is not read), the operands go in as float32 and the result is cast down once, as
-    torch's.
+    Python numbers and 0-d CPU tensors become 0-d tensors on the other operand's device (as
+    torch takes them beside CUDA tensors); results outside float32,
+    float16 and bfloat16 are refused naming the function. A float16 or bfloat16 result is
+    computed in float32 from the operands as given, and cast down once, where torch reads the
+    other operand unrounded and rounding it would change it (``_read_unrounded``); else in the
+    dtype, that operand rounded to it first, as torch's.
     """
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype:
+    if (
+        isinstance(a, torch.Tensor)
+        and isinstance(b, torch.Tensor)
+        and a.dtype == b.dtype
+        and a.is_cuda == b.is_cuda
+    ):
         return a, b, None
     if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor):
         raise TypeError(f"opforge.torch.{name}: give at least one tensor, got {a!r} and {b!r}")
@@ -424,23 +485,35 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
                 f"{type(value).__name__}"
             )
         require_64_bits(name, "an int operand", value)
+        if isinstance(value, torch.Tensor) and value.is_quantized:
+            # torch's promote_types refuses quantized dtypes in a many-line message.
+            raise _other_backend(f"opforge::{name}", f"Quantized{value.device.type.upper()}")
     dtype = result_dtype(a, b)
     if dtype not in _FLOATING:
         raise TypeError(
             f"opforge.torch.{name}: the result dtype would be {dtype}; opforge computes float32, "
             "float16 and bfloat16"
         )
+    tensors = [v for v in (a, b) if isinstance(v, torch.Tensor)]
+    device = next((t.device for t in tensors if t.dim() > 0), tensors[0].device)
     compute, cast = dtype, None
-    if dtype in _HALF and any(_rounds_away(v, dtype) or _cpu_scalar(v) for v in (a, b)):
+    if dtype in _HALF and any(
+        _read_unrounded(name, i, v, dtype, device) for i, v in enumerate((a, b))
+    ):
         compute, cast = torch.float32, dtype
-    device = a.device if isinstance(a, torch.Tensor) else b.device
     a, b = (
-        v.to(compute)
-        if isinstance(v, torch.Tensor)
-        else torch.scalar_tensor(v, dtype=compute, device=device)
+        _operand(v, compute, device) if isinstance(v, torch.Tensor) else _scalar(v, compute, device)
         for v in (a, b)
     )
     return a, b, cast
+
+
+def _operand(t: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor:
+    # A 0-d CPU tensor is a scalar to torch, taken beside CUDA tensors: it moves to their device.
+    # Any other tensor stays where it is (the op refuses a device mismatch).
+    if t.dim() == 0 and t.device != device and t.device.type == "cpu":
+        return t.to(device=device, dtype=dtype)
+    return t.to(dtype)
 
 
 def cast_result(out: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
@@ -455,9 +528,43 @@ _SCHEMA_MISMATCH = re.compile(
 )
 
 
+_OTHER_BACKEND = re.compile(
+    r"^Could not run '(opforge::\w+)' with arguments from the '(\w+)' backend"
+)
+_CONVERSIONS = (
+    ("Sparse", ".to_dense()"),
+    ("Mkldnn", ".to_dense()"),
+    ("Quantized", ".dequantize()"),
+    ("Nested", ".to_padded_tensor(0) or .unbind()"),
+)
+
+
+# A tensor subclass without a rule for the op (a jagged nested tensor) raises with the op's name.
+_SUBCLASS_REFUSAL = re.compile(r"^opforge\.(\w+)\.default$")
+
+
+def _other_backend(op: str, backend: str) -> NotImplementedError:
+    convert = next((c for kind, c in _CONVERSIONS if kind in backend), None)
+    hint = f": convert it with {convert}" if convert else ""
+    return NotImplementedError(
+        f"{op}: takes dense (strided) CPU and CUDA tensors, got a tensor of the {backend} "
+        f"backend{hint}"
+    )
+
+
 def argument_error(exc: RuntimeError) -> Exception:
     """torch's many-line schema mismatch (an argument of the wrong type) as one line naming the
-    op and the argument; any other error as it is."""
+    op and the argument, and its many-line refusal of a tensor of another backend (sparse,
+    mkldnn, quantized, nested) as one line with the conversion; any other error as it is."""
+    other = _OTHER_BACKEND.match(str(exc))
+    if other is not None:
+        return _other_backend(*other.groups())
+    subclass = _SUBCLASS_REFUSAL.match(str(exc))
+    if subclass is not None and isinstance(exc, NotImplementedError):
+        return NotImplementedError(
+            f"opforge::{subclass.group(1)}: takes dense (strided) CPU and CUDA tensors; a tensor "
+            "subclass (such as a jagged nested tensor) has no rule for it: pass plain tensors"
+        )
     found = _SCHEMA_MISMATCH.match(str(exc))
     if found is None:
         return exc
@@ -506,6 +613,21 @@ def bool_argument(function: str, name: str, value) -> None:
         return
     if value is None or isinstance(value, (int, float)) or _dtype_kind(value) is not None:
         raise _wrong_type(function, name, "a bool", value)
+
+
+def missing_tensor(op: str, required: dict) -> TypeError:
+    """The error for a required tensor argument given as None."""
+    name = next(n for n, t in required.items() if t is None)
+    return TypeError(f"opforge::{op}: {name} must be a Tensor, got None")
+
+
+def cast_first(function: str, tensor, dtype):
+    """A tensor cast to a ``dtype=`` argument first (None: as it is); anything but a tensor is
+    left to the op's checks, which name it."""
+    if dtype is None:
+        return tensor
+    dtype = dtype_argument(function, dtype)
+    return tensor.to(dtype) if isinstance(tensor, torch.Tensor) else tensor
 
 
 def dtype_argument(function: str, dtype) -> torch.dtype:
