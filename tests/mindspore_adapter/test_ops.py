@@ -429,8 +429,24 @@ def test_graph_scalars_known_only_at_run_time_are_refused(op, value, name, tmp_p
             lambda x: ofm.layer_norm_stats(x, None, None, 1.0, 1),
             "layer_norm_stats: begin_norm_axis must be an int, got float 1.0",
         ),
+        # ops.LayerNorm takes -1 and no other negative axis.
+        (
+            lambda x: ofm.layer_norm_stats(x, None, None, -2, -2),
+            "layer_norm_stats: begin_norm_axis must be an int in [-1, 2), as in ops.LayerNorm, "
+            "got -2",
+        ),
     ],
-    ids=["list", "dict", "dim-list", "argmax-list", "alpha-list", "float", "none", "axis"],
+    ids=[
+        "list",
+        "dict",
+        "dim-list",
+        "argmax-list",
+        "alpha-list",
+        "float",
+        "none",
+        "axis",
+        "negative-axis",
+    ],
 )
 def test_scalar_arguments_of_any_wrong_kind_are_refused_naming_them(call, message):
     # A list reached the checks' cache first: "unhashable type: 'list'".
