@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 from collections.abc import Callable
 
 import torch
@@ -427,15 +428,32 @@ def _read_unrounded(name: str, position: int, value, dtype: torch.dtype, device)
 
     torch's CUDA kernels read a CPU scalar (a Python number, a 0-d CPU tensor) unrounded, in
     either position; its CPU kernels round the operand to the dtype first, except mul's second
-    operand. A 0-d CUDA tensor is cast to the dtype like any operand. A number read unrounded is
-    rounded to the dtype anyway when it stays a normal number there: the result then differs
-    from torch's by at most one rounding, and the op runs in the dtype, without float32 copies.
+    operand. A 0-d CUDA tensor is cast to the dtype like any operand. A number that mul reads
+    unrounded is rounded to the dtype anyway when it stays a normal number there: the product
+    then differs from torch's by at most one rounding, and the op runs in the dtype, without
+    float32 copies.
     """
     if device.type == "cpu" and not (name == "mul" and position == 1):
         return False
     if isinstance(value, torch.Tensor):
         return value.dim() == 0 and value.device.type == "cpu" and value.dtype != dtype
-    return _rounds_away(value, dtype)
+    # A sum can cancel down to the rounding error of the number (-59904 + 70000 in bfloat16 is
+    # 10096 unrounded, 10240 from 70000 rounded): add keeps any number the dtype cannot hold.
+    return _rounds_away(value, dtype) or (name == "add" and not _holds(value, dtype))
+
+
+def _holds(value, dtype: torch.dtype) -> bool:
+    """Whether float16 or bfloat16 holds the number exactly."""
+    number = float(value)
+    if number != value:
+        return False
+    try:
+        if dtype == torch.float16:
+            return struct.unpack("e", struct.pack("e", number))[0] == number
+        bits = struct.unpack("I", struct.pack("f", number))[0]
+    except (OverflowError, struct.error):
+        return False
+    return struct.unpack("f", struct.pack("I", bits))[0] == value and bits & 0xFFFF == 0
 
 
 def _scalar(value, dtype: torch.dtype, device) -> torch.Tensor:
