@@ -890,6 +890,13 @@ def _other_layouts(device: str) -> dict:
         "sparse_coo": (x.to_sparse(), ".to_dense()"),
         "sparse_csr": (x.to_sparse_csr(), ".to_dense()"),
     }
+    rows = [torch.randn(3, device=device), torch.randn(3, device=device)]
+    found["nested"] = (torch.nested.nested_tensor(rows), ".to_padded_tensor(0) or .unbind()")
+    # A jagged nested tensor is a subclass: refused by its own dispatch, or by the dispatcher's.
+    found["jagged"] = (
+        torch.nested.nested_tensor(rows, layout=torch.jagged),
+        ("pass plain tensors", ".to_padded_tensor(0) or .unbind()"),
+    )
     if device == "cpu":
         found["mkldnn"] = (x.to_mkldnn(), ".to_dense()")
         found["quantized"] = (torch.quantize_per_tensor(x, 0.1, 0, torch.qint8), ".dequantize()")

@@ -137,13 +137,19 @@ def constant_scalars(fn: str, names: tuple, known: tuple, also: str = "") -> boo
     return True
 
 
+@functools.cache
+def _bounds(interval: str) -> tuple[float, float]:
+    low, high = interval[1:-1].split(",")
+    return float(low), float(high)
+
+
 @ops.constexpr
 def in_range(fn: str, name: str, value: object, interval: str) -> bool:
     """Refuse a number outside ``interval`` ("(0, 1]"), the range MindSpore's own op takes
     (NaN is in no interval); anything else is left to the argument checks, which name it."""
     if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
         return True
-    low, high = (float(v) for v in interval[1:-1].split(","))
+    low, high = _bounds(interval)
     above = value > low if interval[0] == "(" else value >= low
     below = value < high if interval[-1] == ")" else value <= high
     if not (above and below):

@@ -63,23 +63,8 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack
 _functorch_active = torch._C._are_functorch_transforms_active
 _function_modes = torch._C._len_torch_function_stack
 _tracing = torch._C._get_tracing_state
-_keys_of = torch._C._dispatch_keys
+_strided = torch.strided
 _Tensor = torch.Tensor
-
-
-# The keys of a dense tensor with nothing else to resolve: a negative or conjugate bit
-# (x.conj().imag), a sparse, mkldnn, quantized or nested tensor adds or swaps keys. CUDA's are
-# taken from a tensor on first use (making one at import would start CUDA).
-_PLAIN_CPU = _keys_of(torch.empty(0))
-_plain_cuda: list = []
-
-
-def _is_plain_cuda(t: torch.Tensor, keys) -> bool:
-    if not _plain_cuda:
-        if not t.is_cuda:
-            return False
-        _plain_cuda.append(_keys_of(torch.empty(0, device=t.device)))
-    return keys == _plain_cuda[0]
 
 
 def kernel_keys(*tensors: torch.Tensor | None) -> torch._C.DispatchKeySet | None:
@@ -89,8 +74,9 @@ def kernel_keys(*tensors: torch.Tensor | None) -> torch._C.DispatchKeySet | None
     Taken when no gradient or tangent can be recorded, no dispatch or torch-function mode (fake
     tensors, profiling), no ``torch.func`` transform and no ``torch.jit.trace`` is active,
     torch.compile is not tracing, and every tensor is a plain dense ``torch.Tensor`` on the CPU
-    or a CUDA device (no negative bit, no other layout): the keys skipped would only pass the
-    call on, at a cost of microseconds (the Autograd key's kernel is Python). torch.compile
+    or a CUDA device: the keys skipped would only pass the call on, at a cost of microseconds
+    (the Autograd key's kernel is Python). A negative bit (``x.conj().imag``) must be resolved,
+    and sparse, mkldnn, quantized and nested tensors refused, by the dispatcher. torch.compile
     first: Dynamo folds it to True and must not trace the other checks.
     """
     if _compiling() or _dispatch_modes() or _function_modes() or _functorch_active():
@@ -98,20 +84,22 @@ def kernel_keys(*tensors: torch.Tensor | None) -> torch._C.DispatchKeySet | None
     if forward_ad._current_level >= 0 or _tracing() is not None:
         return None
     grad = _grad_enabled()
-    found = None
     for t in tensors:
-        if t is None:
-            continue
-        if type(t) is not _Tensor or (grad and t.requires_grad):
+        if t is not None and (
+            type(t) is not _Tensor
+            or (grad and t.requires_grad)
+            or t.layout is not _strided
+            or t.is_neg()
+            or t.is_quantized
+            or t.is_nested
+        ):
             return None
-        keys = _keys_of(t)
-        if keys == _PLAIN_CPU:
-            found = found or _CPU
-        elif _is_plain_cuda(t, keys):
-            found = found or _CUDA
-        else:
-            return None
-    return None if tensors[0] is None else found
+    first = tensors[0]
+    if first is None:
+        return None
+    if first.is_cuda:
+        return _CUDA
+    return _CPU if first.is_cpu else None
 
 
 def direct_kernel(op: torch._ops.OpOverload):
@@ -134,11 +122,12 @@ def autograd_kernel(
     """
 
     def kernel(keyset, *args):
-        if updated:
-            refuse_lazy_bits(op.name(), {name: args[k] for k, name in updated.items()})
+        named = {name: args[k] for k, name in updated.items()} if updated else None
+        if named:
+            refuse_lazy_bits(op.name(), named)
         if needs_autograd(*(args[i] for i in tensors)):
-            if updated:
-                refuse_grad_of_updated(op.name(), {name: args[k] for k, name in updated.items()})
+            if named:
+                refuse_grad_of_updated(op.name(), named)
             return function.apply(*args)
         return op.redispatch(keyset & _after_autograd, *args)
 
@@ -513,7 +502,18 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
             "float16 and bfloat16"
         )
     tensors = [v for v in (a, b) if isinstance(v, torch.Tensor)]
-    device = next((t.device for t in tensors if t.dim() > 0), tensors[0].device)
+    device = next((t.device for t in tensors if t.dim() > 0 or t.is_cuda), tensors[0].device)
+    if (
+        name == "add"
+        and device.type == "cuda"
+        and dtype in _HALF
+        and not isinstance(b, torch.Tensor)
+        and not _holds(b, dtype)
+    ):
+        # torch's CUDA kernel adds the number unrounded, in float32: it goes in as alpha, times
+        # a 0-d one (unit_if_folded), which the kernel applies in float32, so the op runs in
+        # the dtype without float32 copies of the tensor.
+        return a.to(dtype), float(b), None
     compute, cast = dtype, None
     if dtype in _HALF and any(
         _read_unrounded(name, i, v, dtype, device) for i, v in enumerate((a, b))
@@ -656,23 +656,49 @@ def dtype_argument(function: str, dtype) -> torch.dtype:
     return dtype
 
 
-def float_alpha(alpha, operand: torch.Tensor):
+def float_alpha(alpha, operand: torch.Tensor, other=None):
     """add's alpha, refused where torch refuses it for a floating result: a bool (or bool
     tensor), an int past 64 bits, a finite number past the range of the type torch converts it
-    to (the operand's dtype on CPU, float32 for every dtype on CUDA, which computes in it)."""
+    to (the operand's dtype on CPU, float32 for every dtype on CUDA, which computes in it).
+    Times ``other`` where ``promote`` left that a number to fold into alpha."""
     if isinstance(alpha, bool) or (isinstance(alpha, torch.Tensor) and alpha.dtype == torch.bool):
         raise _wrong_type("add", "alpha", "a number (a bool alpha is for bool results)", alpha)
-    require_64_bits("add", "alpha", alpha)
-    if isinstance(alpha, (int, float)) and isinstance(operand, torch.Tensor):
-        dtype = operand.dtype if operand.device.type == "cpu" else torch.float32
-        if operand.dtype.is_floating_point and math.isfinite(alpha):
-            largest = torch.finfo(dtype).max
-            if abs(alpha) > largest:
-                raise OverflowError(
-                    f"opforge.torch.add: alpha {alpha:g} does not fit {str(dtype).removeprefix('torch.')}, "
-                    f"as torch refuses it: pass |alpha| <= {largest:g}"
-                )
-    return alpha
+    # Every dtype holds an alpha up to float16's largest: the usual case, checked at once.
+    if not (isinstance(alpha, (int, float)) and abs(alpha) <= 65504.0):
+        require_64_bits("add", "alpha", alpha)
+        _alpha_fits(alpha, operand)
+    return alpha * other if isinstance(other, float) else alpha
+
+
+def _alpha_fits(alpha, operand: torch.Tensor) -> None:
+    if not isinstance(alpha, (int, float)) or not isinstance(operand, torch.Tensor):
+        return
+    if not operand.dtype.is_floating_point or not math.isfinite(alpha):
+        return
+    dtype = operand.dtype if operand.device.type == "cpu" else torch.float32
+    largest = torch.finfo(dtype).max
+    if abs(alpha) > largest:
+        raise OverflowError(
+            f"opforge.torch.add: alpha {alpha:g} does not fit "
+            f"{str(dtype).removeprefix('torch.')}, as torch refuses it: pass |alpha| <= {largest:g}"
+        )
+
+
+_units: dict = {}
+
+
+def unit_if_folded(other, like: torch.Tensor):
+    """add's second operand: ``other``, or a 0-d one of ``like``'s dtype and device where
+    ``promote`` left ``other`` a number to fold into alpha (``float_alpha``)."""
+    if not isinstance(other, float):
+        return other
+    if _compiling():
+        return torch.ones((), dtype=like.dtype, device=like.device)
+    key = (like.dtype, like.device)
+    unit = _units.get(key)
+    if unit is None:
+        unit = _units[key] = torch.ones((), dtype=like.dtype, device=like.device)
+    return unit
 
 
 def training_eps(eps, training):
