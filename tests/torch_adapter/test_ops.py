@@ -4,7 +4,10 @@ build is tested on CPU tensors too."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -873,15 +876,54 @@ def test_running_statistics_with_a_negative_bit_are_refused_before_anything_runs
     assert torch.equal(running_mean, before)
 
 
+class _Traced(torch.nn.Module):
+    """One helper call, its weight a parameter (a traced function may not close over a tensor
+    that requires grad) and, for batch_norm, running statistics as buffers."""
+
+    def __init__(self, name: str, weight: torch.Tensor, call=None):
+        super().__init__()
+        self.name, self.call = name, call
+        self.weight = torch.nn.Parameter(weight, requires_grad=weight.requires_grad)
+        self.register_buffer("mean", torch.zeros(2, device=weight.device))
+        self.register_buffer("var", torch.ones(2, device=weight.device))
+
+    def forward(self, x):
+        if self.call is not None:
+            return self.call(x, self.mean, self.var, self.weight, None, True, 0.5, 1e-5)
+        return _helper_calls(self.weight)[self.name][0](x)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", list(_helper_calls(torch.ones(3))))
-def test_jit_trace_records_the_op_not_its_result(name, device):
-    weight = torch.rand(3, device=device) + 0.5
-    ours, native = _helper_calls(weight)[name]
-    traced = torch.jit.trace(ours, (torch.randn(4, 3, device=device),), check_trace=False)
-    assert "opforge::" in str(traced.graph)
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_jit_trace_records_the_op_not_its_result(name, device, requires_grad, tmp_path):
+    # Without grad the trace once baked the result in; with it, it recorded the
+    # autograd.Function beside the op (which then ran twice, and could not be saved).
+    weight = (torch.rand(3, device=device) + 0.5).requires_grad_(requires_grad)
+    traced = torch.jit.trace(
+        _Traced(name, weight), (torch.randn(4, 3, device=device),), check_trace=False
+    )
+    kinds = [node.kind() for node in traced.graph.nodes()]
+    assert f"opforge::{name}" in kinds and "prim::PythonOp" not in kinds
+    torch.jit.save(traced, str(tmp_path / "traced.pt"))
+    loaded = torch.jit.load(str(tmp_path / "traced.pt"))
     y = torch.randn(4, 3, device=device)
-    torch.testing.assert_close(traced(y), native(y), rtol=1e-5, atol=1e-6)
+    native = _helper_calls(weight)[name][1]
+    torch.testing.assert_close(loaded(y), native(y), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_traced_batch_norm_updates_running_statistics_once_a_call(device):
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0]], device=device)
+    stats = []
+    for fn in (ot.batch_norm, torch.nn.functional.batch_norm):
+        module = _Traced("batch_norm", torch.ones(2, device=device, requires_grad=True), fn)
+        traced = torch.jit.trace(module, (x,), check_trace=False)
+        traced.mean.zero_(), traced.var.fill_(1.0)
+        traced(x).sum().backward()
+        stats.append((traced.mean.clone(), traced.var.clone(), traced.weight.grad))
+    for ours, native in zip(*stats, strict=True):
+        torch.testing.assert_close(ours, native)
 
 
 def _other_layouts(device: str) -> dict:
@@ -935,3 +977,37 @@ def test_none_where_a_tensor_goes_is_a_one_line_error(device):
         with pytest.raises((TypeError, RuntimeError)) as info:
             call()
         assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+_OUT_OF_MEMORY = """
+import resource, torch, opforge.torch as ot
+def vm_bytes():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+n = 2**27
+x = torch.zeros(1).expand(1, n)  # a stride-0 view: the CPU kernel keeps per-element offsets
+limit = vm_bytes() + (1 << 30)  # room for the output (512 MiB), none for 2 GiB of offsets
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+for call in (lambda: ot.layer_norm(x, (n,)), lambda: ot.rms_norm(x, (n,))):
+    try:
+        call()
+    except RuntimeError as exc:
+        print(str(exc))
+"""
+
+
+def test_a_kernel_out_of_host_memory_raises_instead_of_aborting():
+    # std::bad_alloc crossed the C ABI and aborted the process (SIGABRT, no Python error).
+    done = subprocess.run(
+        [sys.executable, "-c", _OUT_OF_MEMORY],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2, done.stdout
+    for line, op in zip(lines, ("layer_norm", "rms_norm"), strict=True):
+        assert line.startswith(f"opforge::{op}: out of host memory for the kernel's working")

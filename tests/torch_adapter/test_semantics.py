@@ -3,6 +3,7 @@ type promotion, ``dim=None``, ``dtype=``, in-place running statistics — on eve
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -320,3 +321,14 @@ def test_add_with_alpha_gives_the_same_bits_in_any_layout(device):
     assert torch.equal(
         ot.add(a, row, alpha=0.1), ot.add(a, row.expand_as(a).contiguous(), alpha=0.1)
     )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_numpy_scalars_and_ints_are_taken_as_torch_takes_them(device):
+    x = torch.randn(3, 4, device=device)
+    h = x.half()
+    for scalar in (np.float32(2.5), np.float16(0.5), np.int64(3), np.bool_(True)):
+        same(ot.mul(h, scalar), torch.mul(h, scalar))
+        same(ot.add(scalar, x), torch.add(scalar, x))
+    for shape in ((np.int64(4),), [torch.tensor(4)]):
+        same(ot.layer_norm(x, shape), torch.nn.functional.layer_norm(x, shape))

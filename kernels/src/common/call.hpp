@@ -7,7 +7,9 @@
 // described rather than checked: their ndim, shape, dtype and device are written.
 #pragma once
 
+#include <exception>
 #include <initializer_list>
+#include <new>
 #include <optional>
 #include <string>
 #include <utility>
@@ -89,9 +91,27 @@ class Call {
   void no_overlap(std::initializer_list<Named> written, std::initializer_list<Named> read,
                   size_t updated = 0);
 
-  // Runs the CPU or CUDA implementation on the call's device.
+  // Runs the CPU or CUDA implementation on the call's device. No C++ exception may cross the
+  // C ABI (it would abort the caller's process): a failed allocation of a kernel's working
+  // buffers (per-row offsets of a strided view, say) becomes an error status.
   template <class CpuFn, class CudaFn>
   opforge_status run(CpuFn&& on_cpu, CudaFn&& on_cuda) {
+    try {
+      return run_on_device(on_cpu, on_cuda);
+    } catch (const std::bad_alloc&) {
+      return reject(OPFORGE_ERROR_INTERNAL,
+                    "out of host memory for the kernel's working buffers: free memory, or pass "
+                    "a contiguous tensor (a strided view needs per-element offsets)");
+    } catch (const std::exception& e) {
+      return reject(OPFORGE_ERROR_INTERNAL, std::string("internal error: ") + e.what());
+    }
+  }
+
+  DLDevice device() const { return device_; }
+
+ private:
+  template <class CpuFn, class CudaFn>
+  opforge_status run_on_device(CpuFn& on_cpu, CudaFn& on_cuda) {
     if (!ok()) return status_;
     switch (device_.device_type) {
       case kDLCPU: {
@@ -115,9 +135,6 @@ class Call {
     }
   }
 
-  DLDevice device() const { return device_; }
-
- private:
   void same_device(const Tensor& t, const char* name);
   void param_dtype(const Tensor& t, const char* name, const Tensor* like);
   opforge_status status_from_backend(opforge_status s);

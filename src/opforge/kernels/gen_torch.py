@@ -151,7 +151,9 @@ def _fake_checks(table: OpTable, op: Op) -> list[str]:
     """The fake kernel's calls of ``_fake_checks``: the library's argument checks in its order
     (``checks.argument_checks``), then that a reduction has values to reduce, so that fake and
     meta tensors refuse what the kernels refuse."""
-    lines = [_fake_check(op, check) for check in argument_checks(table, op)]
+    tensors = ", ".join(f"{a.name!r}: {a.name}" for a in op.tensors)
+    lines = [f"_fc.same_device({op.name!r}, {{{tensors}}})"]
+    lines += [_fake_check(op, check) for check in argument_checks(table, op)]
     for out in op.outputs:
         if out.rule == "reduce":
             of, dim = out.spec["of"], out.spec["dim"]

@@ -36,6 +36,22 @@ def _number(value: float) -> str:
     return repr(value)
 
 
+def same_device(op: str, tensors: Mapping) -> None:
+    """Every tensor on one device (call.cpp's same_device, as it reads the inputs): a meta
+    tensor beside CPU ones would otherwise reach this fake kernel, serving as the meta kernel,
+    and get outputs on the CPU that nothing fills."""
+    first = None
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if first is None:
+            first = t.device
+        elif t.device != first:
+            _refuse(
+                op, f"device mismatch: {name} is on {t.device} but the other tensors are on {first}"
+            )
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 

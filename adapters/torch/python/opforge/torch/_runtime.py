@@ -10,6 +10,7 @@ gives a ``jvp``. Every transform opforge does not support raises an error naming
 from __future__ import annotations
 
 import math
+import operator
 import re
 import struct
 from collections.abc import Callable
@@ -50,11 +51,17 @@ def helper_needs_autograd(*tensors: torch.Tensor | None) -> bool:
 
     Under torch.compile never: the helper calls the op as it is and the compiler runs its
     Autograd-key kernel itself (Dynamo cannot trace an ``autograd.Function`` with a ``jvp``).
+    Under ``torch.jit.trace`` never: the trace records the op, whose Autograd-key kernel applies
+    the Function when the trace runs (recording the Function too ran the op twice).
     Under torch.func always: a tensor that needs no gradient at this level may at a level under
     a vmap, where the dispatcher's Autograd kernel cannot apply the Function (torch.func's
     ``custom_function_call`` has no kernel there).
     """
-    return not _compiling() and (_functorch_active() or needs_autograd(*tensors))
+    return (
+        not _compiling()
+        and _tracing() is None
+        and (_functorch_active() or needs_autograd(*tensors))
+    )
 
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -63,6 +70,7 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack
 _functorch_active = torch._C._are_functorch_transforms_active
 _function_modes = torch._C._len_torch_function_stack
 _tracing = torch._C._get_tracing_state
+_set_tracing = torch._C._set_tracing_state
 _strided = torch.strided
 _Tensor = torch.Tensor
 
@@ -128,7 +136,16 @@ def autograd_kernel(
         if needs_autograd(*(args[i] for i in tensors)):
             if named:
                 refuse_grad_of_updated(op.name(), named)
-            return function.apply(*args)
+            state = _tracing()
+            if state is None:
+                return function.apply(*args)
+            # torch.jit.trace has recorded the op already; the Function would add a second node
+            # running it again (updating running statistics twice).
+            _set_tracing(None)
+            try:
+                return function.apply(*args)
+            finally:
+                _set_tracing(state)
         return op.redispatch(keyset & _after_autograd, *args)
 
     return kernel
@@ -483,6 +500,7 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
         and a.is_cuda == b.is_cuda
     ):
         return a, b, None
+    a, b = _plain_number(a), _plain_number(b)
     if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor):
         raise TypeError(f"opforge.torch.{name}: give at least one tensor, got {a!r} and {b!r}")
     for value in (a, b):
@@ -524,6 +542,14 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
         for v in (a, b)
     )
     return a, b, cast
+
+
+def _plain_number(value):
+    # A NumPy scalar is the Python number it holds to torch's promotion (NumPy itself is not
+    # imported: a runtime image may lack it).
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        return value.item()
+    return value
 
 
 def _operand(t: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor:
@@ -712,14 +738,24 @@ def training_eps(eps, training):
 
 
 def int_list(function: str, name: str, value) -> list:
-    """An int-list argument checked as torch checks it (a tuple, list or torch.Size of ints)."""
-    if isinstance(value, (tuple, list)) and all(
-        isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool) for v in value
-    ):
-        return list(value)
+    """An int-list argument checked as torch checks it (a tuple, list or torch.Size of ints;
+    NumPy ints and 0-d integer tensors count, as torch takes anything with ``__index__``)."""
+    if isinstance(value, (tuple, list)):
+        if all(isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool) for v in value):
+            return list(value)
+        try:
+            return [_index(v) for v in value]
+        except TypeError:
+            pass
     raise TypeError(
         f"opforge.torch.{function}: {name} must be a tuple of ints, got {type(value).__name__}"
     )
+
+
+def _index(value) -> int:
+    if isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool):
+        raise TypeError("a bool is not an int here")
+    return operator.index(value)
 
 
 def like_output(x: torch.Tensor) -> torch.Tensor:
