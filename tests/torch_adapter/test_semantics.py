@@ -332,3 +332,15 @@ def test_numpy_scalars_and_ints_are_taken_as_torch_takes_them(device):
         same(ot.add(scalar, x), torch.add(scalar, x))
     for shape in ((np.int64(4),), [torch.tensor(4)]):
         same(ot.layer_norm(x, shape), torch.nn.functional.layer_norm(x, shape))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_number_first_seen_under_inference_mode_still_serves_autograd(device):
+    # Helpers keep the 0-d tensors of the numbers they are given; one made under inference_mode
+    # would be an inference tensor, which autograd refuses to save.
+    x = torch.randn(4, device=device, dtype=torch.float16)
+    with torch.inference_mode():
+        ot.mul(x, 0.3125)
+    h = x.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(ot.mul(h, 0.3125).sum(), h)
+    same(grad, torch.full_like(x, 0.3125))

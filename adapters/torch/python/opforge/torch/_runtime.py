@@ -462,7 +462,29 @@ def _holds(value, dtype: torch.dtype) -> bool:
     return struct.unpack("f", struct.pack("I", bits))[0] == value and bits & 0xFFFF == 0
 
 
+# 0-d tensors of the numbers helpers were given, by (bits, dtype, device): making one on a CUDA
+# device costs tens of microseconds of host time (a synchronous copy), and a loop passes the same
+# few numbers on every call. They are only read. Cleared when full.
+_scalars: dict = {}
+_MAX_SCALARS = 256
+
+
 def _scalar(value, dtype: torch.dtype, device) -> torch.Tensor:
+    if _compiling():
+        return _new_scalar(value, dtype, device)
+    key = (type(value), struct.pack("<d", float(value)), dtype, device)
+    found = _scalars.get(key)
+    if found is None:
+        if len(_scalars) >= _MAX_SCALARS:
+            _scalars.clear()
+        # Not an inference tensor, even when first made under inference_mode: autograd may
+        # save it later.
+        with torch.inference_mode(False):
+            found = _scalars[key] = _new_scalar(value, dtype, device)
+    return found
+
+
+def _new_scalar(value, dtype: torch.dtype, device) -> torch.Tensor:
     # A number past the dtype's range becomes inf, as torch's cast of it, where scalar_tensor
     # would refuse it.
     if not isinstance(value, bool) and abs(float(value)) > torch.finfo(dtype).max:
