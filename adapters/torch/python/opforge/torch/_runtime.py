@@ -522,6 +522,14 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
         and a.is_cuda == b.is_cuda
     ):
         return a, b, None
+    if (
+        type(b) is float
+        and type(a) is torch.Tensor
+        and a.dtype in _FLOATING
+        and (a.dim() > 0 or a.is_cuda)
+    ):
+        # The usual mixed call, x * 0.5: the number leaves the tensor's dtype as it is.
+        return _converted(name, a, b, a.dtype, a.device)
     a, b = _plain_number(a), _plain_number(b)
     if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor):
         raise TypeError(f"opforge.torch.{name}: give at least one tensor, got {a!r} and {b!r}")
@@ -543,6 +551,11 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
         )
     tensors = [v for v in (a, b) if isinstance(v, torch.Tensor)]
     device = next((t.device for t in tensors if t.dim() > 0 or t.is_cuda), tensors[0].device)
+    return _converted(name, a, b, dtype, device)
+
+
+def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
+    """``promote``'s result for operands of result ``dtype`` on ``device``."""
     if (
         name == "add"
         and device.type == "cuda"
