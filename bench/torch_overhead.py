@@ -47,10 +47,14 @@ def main() -> int:
     b = torch.randn(args.n, device=args.device)
     x = torch.randn(8, args.n // 8, device=args.device)
     one = torch.randn(1, device=args.device)
-    env = {"torch": torch, "ot": ot, "a": a, "b": b, "x": x, "one": one}
+    h = a.half()
+    env = {"torch": torch, "ot": ot, "a": a, "b": b, "x": x, "one": one, "h": h}
     pairs = [
         ("add, 1 element (fixed cost)", "ot.add(one, one)", "torch.add(one, one)"),
         ("add", "ot.add(a, b)", "torch.add(a, b)"),
+        ("add a number", "ot.add(a, 0.1)", "torch.add(a, 0.1)"),
+        ("mul float16 by a number", "ot.mul(h, 0.1)", "torch.mul(h, 0.1)"),
+        ("add a number to float16", "ot.add(h, 0.1)", "torch.add(h, 0.1)"),
         ("softmax", "ot.softmax(x, -1)", "torch.softmax(x, -1)"),
         ("argmax", "ot.argmax(x, -1)", "torch.argmax(x, -1)"),
     ]
