@@ -344,3 +344,53 @@ def test_a_number_first_seen_under_inference_mode_still_serves_autograd(device):
     h = x.clone().requires_grad_()
     (grad,) = torch.autograd.grad(ot.mul(h, 0.3125).sum(), h)
     same(grad, torch.full_like(x, 0.3125))
+
+
+def test_fake_tensor_mode_leaves_nothing_behind_for_eager_calls():
+    # A kept 0-d tensor of the number, made under the mode, was once reused by eager calls.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        ot.mul(torch.empty(3), 0.5)
+    same(ot.mul(torch.ones(3), 0.5), torch.full((3,), 0.5))
+
+
+def test_jit_trace_of_a_number_passes_its_own_check():
+    class Scaled(torch.nn.Module):
+        def forward(self, x):
+            return ot.mul(x, 0.7) + ot.add(x, 0.3)
+
+    x = torch.randn(3)
+    traced = torch.jit.trace(Scaled(), x)  # check_trace=True re-traces and compares graphs
+    same(traced(x), x * 0.7 + (x + 0.3))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_alpha_of_any_number_type_is_taken_and_refused_as_torch(device):
+    h = torch.ones(2, device=device, dtype=torch.float16)
+    for alpha in (np.int64(65535), np.int32(70000)):
+        # torch converts alpha to the dtype on CPU (refusing these) and to float32 on CUDA.
+        try:
+            expected = torch.add(h, h, alpha=alpha)
+        except RuntimeError:
+            with pytest.raises(OverflowError, match=r"^opforge.torch.add: alpha \S+ does not fit"):
+                ot.add(h, h, alpha=alpha)
+        else:
+            same(ot.add(h, h, alpha=alpha), expected)
+    for number in (70000.0, 0.1, 1e-8):
+        for alpha in (np.float16(1.0), torch.tensor(2.0), 3):
+            same(ot.add(h, number, alpha=alpha), torch.add(h, number, alpha=alpha))
+
+
+def test_a_cpu_scalar_tensor_goes_beside_meta_tensors_as_in_torch():
+    meta = torch.empty(3, device="meta")
+    for ours, native in (
+        (ot.add(meta, torch.tensor(1.0)), torch.add(meta, torch.tensor(1.0))),
+        (ot.mul(torch.tensor(2.0), meta), torch.mul(torch.tensor(2.0), meta)),
+    ):
+        assert (ours.shape, ours.dtype, ours.device) == (native.shape, native.dtype, native.device)
+
+
+def test_autograds_zero_tensors_take_the_dispatcher():
+    zeros = torch._efficientzerotensor(3)
+    same(ot.add(zeros, torch.ones(3)), torch.ones(3))

@@ -10,6 +10,7 @@ gives a ``jvp``. Every transform opforge does not support raises an error naming
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 import re
 import struct
@@ -83,8 +84,9 @@ def kernel_keys(*tensors: torch.Tensor | None) -> torch._C.DispatchKeySet | None
     tensors, profiling), no ``torch.func`` transform and no ``torch.jit.trace`` is active,
     torch.compile is not tracing, and every tensor is a plain dense ``torch.Tensor`` on the CPU
     or a CUDA device: the keys skipped would only pass the call on, at a cost of microseconds
-    (the Autograd key's kernel is Python). A negative bit (``x.conj().imag``) must be resolved,
-    and sparse, mkldnn, quantized and nested tensors refused, by the dispatcher. torch.compile
+    (the Autograd key's kernel is Python). A negative bit (``x.conj().imag``) and autograd's
+    zero tensors must be resolved, and sparse, mkldnn, quantized and nested tensors refused, by
+    the dispatcher. torch.compile
     first: Dynamo folds it to True and must not trace the other checks.
     """
     if _compiling() or _dispatch_modes() or _function_modes() or _functorch_active():
@@ -100,6 +102,7 @@ def kernel_keys(*tensors: torch.Tensor | None) -> torch._C.DispatchKeySet | None
             or t.is_neg()
             or t.is_quantized
             or t.is_nested
+            or t._is_zerotensor()
         ):
             return None
     first = tensors[0]
@@ -382,6 +385,7 @@ def _empty_batch(call: Callable, in_dims: tuple, args: tuple):
 
 
 _FLOATING = (torch.float32, torch.float16, torch.bfloat16)
+_FLOAT32_MAX = torch.finfo(torch.float32).max
 _HALF = (torch.float16, torch.bfloat16)
 
 
@@ -462,34 +466,14 @@ def _holds(value, dtype: torch.dtype) -> bool:
     return struct.unpack("f", struct.pack("I", bits))[0] == value and bits & 0xFFFF == 0
 
 
-# 0-d tensors of the numbers helpers were given, by (bits, dtype, device): making one on a CUDA
-# device costs tens of microseconds of host time (a synchronous copy), and a loop passes the same
-# few numbers on every call. They are only read. Cleared when full.
-_scalars: dict = {}
-_MAX_SCALARS = 256
-
-
 def _scalar(value, dtype: torch.dtype, device) -> torch.Tensor:
-    if _compiling():
-        return _new_scalar(value, dtype, device)
-    key = (type(value), struct.pack("<d", float(value)), dtype, device)
-    found = _scalars.get(key)
-    if found is None:
-        if len(_scalars) >= _MAX_SCALARS:
-            _scalars.clear()
-        # Not an inference tensor, even when first made under inference_mode: autograd may
-        # save it later.
-        with torch.inference_mode(False):
-            found = _scalars[key] = _new_scalar(value, dtype, device)
-    return found
-
-
-def _new_scalar(value, dtype: torch.dtype, device) -> torch.Tensor:
-    # A number past the dtype's range becomes inf, as torch's cast of it, where scalar_tensor
-    # would refuse it.
+    # Made on every call: a kept tensor would outlive CUDA graph captures and fake-tensor modes
+    # that made it, and change what torch.jit.trace records. torch.full fills it on the device
+    # (scalar_tensor fills it on the host and copies it over). A number past the dtype's range
+    # becomes inf, as torch's cast of it, where the fill would refuse it.
     if not isinstance(value, bool) and abs(float(value)) > torch.finfo(dtype).max:
-        return torch.scalar_tensor(float(value), dtype=torch.float64, device=device).to(dtype)
-    return torch.scalar_tensor(value, dtype=dtype, device=device)
+        return torch.full((), float(value), dtype=torch.float64, device=device).to(dtype)
+    return torch.full((), value, dtype=dtype, device=device)
 
 
 def require_64_bits(function: str, what: str, value) -> None:
@@ -520,6 +504,7 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
         and isinstance(b, torch.Tensor)
         and a.dtype == b.dtype
         and a.is_cuda == b.is_cuda
+        and a.is_meta == b.is_meta
     ):
         return a, b, None
     if (
@@ -562,6 +547,7 @@ def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
         and dtype in _HALF
         and not isinstance(b, torch.Tensor)
         and not _holds(b, dtype)
+        and abs(float(b)) <= _FLOAT32_MAX
     ):
         # torch's CUDA kernel adds the number unrounded, in float32: it goes in as alpha, times
         # a 0-d one (unit_if_folded), which the kernel applies in float32, so the op runs in
@@ -728,11 +714,12 @@ def float_alpha(alpha, operand: torch.Tensor, other=None):
     if not (isinstance(alpha, (int, float)) and abs(alpha) <= 65504.0):
         require_64_bits("add", "alpha", alpha)
         _alpha_fits(alpha, operand)
-    return alpha * other if isinstance(other, float) else alpha
+    # float(): a NumPy or 0-d tensor alpha would otherwise keep its own type in the product.
+    return float(alpha) * other if isinstance(other, float) else alpha
 
 
 def _alpha_fits(alpha, operand: torch.Tensor) -> None:
-    if not isinstance(alpha, (int, float)) or not isinstance(operand, torch.Tensor):
+    if not isinstance(alpha, numbers.Real) or not isinstance(operand, torch.Tensor):
         return
     if not operand.dtype.is_floating_point or not math.isfinite(alpha):
         return
@@ -745,21 +732,12 @@ def _alpha_fits(alpha, operand: torch.Tensor) -> None:
         )
 
 
-_units: dict = {}
-
-
 def unit_if_folded(other, like: torch.Tensor):
     """add's second operand: ``other``, or a 0-d one of ``like``'s dtype and device where
     ``promote`` left ``other`` a number to fold into alpha (``float_alpha``)."""
     if not isinstance(other, float):
         return other
-    if _compiling():
-        return torch.ones((), dtype=like.dtype, device=like.device)
-    key = (like.dtype, like.device)
-    unit = _units.get(key)
-    if unit is None:
-        unit = _units[key] = torch.ones((), dtype=like.dtype, device=like.device)
-    return unit
+    return torch.ones((), dtype=like.dtype, device=like.device)
 
 
 def training_eps(eps, training):
