@@ -86,8 +86,8 @@ def kernel_keys(*tensors: torch.Tensor | None) -> torch._C.DispatchKeySet | None
     or a CUDA device: the keys skipped would only pass the call on, at a cost of microseconds
     (the Autograd key's kernel is Python). A negative bit (``x.conj().imag``) and autograd's
     zero tensors must be resolved, and sparse, mkldnn, quantized and nested tensors refused, by
-    the dispatcher. torch.compile
-    first: Dynamo folds it to True and must not trace the other checks.
+    the dispatcher. torch.compile first: Dynamo folds it to True and must not trace the other
+    checks.
     """
     if _compiling() or _dispatch_modes() or _function_modes() or _functorch_active():
         return None
@@ -543,11 +543,10 @@ def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
     """``promote``'s result for operands of result ``dtype`` on ``device``."""
     if (
         name == "add"
-        and device.type == "cuda"
         and dtype in _HALF
         and not isinstance(b, torch.Tensor)
-        and not _holds(b, dtype)
         and abs(float(b)) <= _FLOAT32_MAX
+        and _read_unrounded(name, 1, b, dtype, device)
     ):
         # torch's CUDA kernel adds the number unrounded, in float32: it goes in as alpha, times
         # a 0-d one (unit_if_folded), which the kernel applies in float32, so the op runs in
