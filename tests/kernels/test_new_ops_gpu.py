@@ -376,3 +376,89 @@ def test_back_to_back_launches_see_each_others_writes(gpu_library, dtype):
         )
         for name, ours in (("dx", dx), ("dweight", dw), ("dbias", db)):
             expect(name, "layer_norm_backward", ours, backward[name])
+
+
+def _backward_inputs(rows: int, n: int, dtype: str, seed: int) -> list:
+    """dy, x, mean, rstd and weight of a layer_norm backward, on the device."""
+    dt = TORCH_DTYPES[dtype]
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(rows, n, device="cuda", dtype=dt, generator=g)
+    dy = torch.randn(rows, n, device="cuda", dtype=dt, generator=g)
+    w = torch.rand(n, device="cuda", dtype=dt, generator=g) + 0.5
+    mean = x.float().mean(1)
+    rstd = torch.rsqrt(x.float().var(1, unbiased=False) + 1e-5)
+    return [dy, x, mean, rstd, w]
+
+
+def _layer_norm_backward(lib, inputs, dx, dw, db, stream_handle: int) -> None:
+    dy, x, mean, rstd, w = inputs
+    lib.call(
+        "layer_norm_backward",
+        dy=desc(dy),
+        x=desc(x),
+        normalized_shape=[x.shape[1]],
+        mean=desc(mean),
+        rstd=desc(rstd),
+        weight=desc(w),
+        dx=desc(dx),
+        dweight=desc(dw),
+        dbias=desc(db),
+        stream=stream_handle,
+    )
+
+
+def _expect_backward(inputs, dx, dw, db, label: str) -> None:
+    """dx, dweight and dbias against aten's float64 backward from the same statistics."""
+    dy, x, mean, rstd, w = (t.double().cpu().numpy() for t in inputs)
+    expected = ref_layer_norm_backward(dy, x, [x.shape[1]], mean, rstd, w)
+    dtype = str(inputs[1].dtype).split(".")[-1]
+    for name, ours in (("dx", dx), ("dweight", dw), ("dbias", db)):
+        rtol, atol = tolerance("layer_norm_backward", name, dtype, expected[name])
+        assert_close(f"{label} {name}", ours.double().cpu().numpy(), expected[name], rtol, atol)
+
+
+@pytest.mark.parametrize("shape", [(4096, 8192), (4100, 2048), (3, 4096)], ids=str)
+def test_column_sums_wait_for_every_row_block(gpu_library, shape):
+    """On Hopper column_sums is set up while the row kernel drains, and each call's partial
+    column sums go to scratch memory that the call before has just freed, holding its sums.
+    Back-to-back calls with no synchronisation, at sizes where some row blocks get a step more
+    than others: every call's dweight and dbias are bit for bit the first call's, and that one
+    is right."""
+    rows, n = shape
+    inputs = _backward_inputs(rows, n, "bfloat16", seed=11)
+    dx = torch.empty_like(inputs[1])
+    calls = 24
+    dws = torch.empty(calls, n, device="cuda")
+    dbs = torch.empty(calls, n, device="cuda")
+    for i in range(calls):
+        _layer_norm_backward(gpu_library, inputs, dx, dws[i], dbs[i], stream())
+    torch.cuda.synchronize()
+    _expect_backward(inputs, dx, dws[0], dbs[0], f"{rows}x{n}")
+    for i in range(1, calls):
+        assert torch.equal(dws[i], dws[0]), f"call {i}: dweight differs from call 0"
+        assert torch.equal(dbs[i], dbs[0]), f"call {i}: dbias differs from call 0"
+
+
+def test_backward_replayed_in_a_cuda_graph(gpu_library):
+    """Captured in a CUDA graph, a backward's scratch memory (the partial column sums) is the
+    same memory at every replay, holding the replay before's sums: each replay on new data
+    still gives that data's gradients."""
+    rows, n = 2048, 4096
+    inputs = _backward_inputs(rows, n, "bfloat16", seed=5)
+    dx = torch.empty_like(inputs[1])
+    dw, db = torch.empty(n, device="cuda"), torch.empty(n, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        _layer_norm_backward(gpu_library, inputs, dx, dw, db, side.cuda_stream)  # warm-up
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _layer_norm_backward(gpu_library, inputs, dx, dw, db, stream())
+    for seed in (21, 22, 23):
+        for static, fresh in zip(inputs, _backward_inputs(rows, n, "bfloat16", seed), strict=True):
+            static.copy_(fresh)
+        dw.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        _expect_backward(inputs, dx, dw, db, f"replay with seed {seed}")
