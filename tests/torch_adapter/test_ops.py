@@ -718,6 +718,49 @@ ARGUMENT_ERRORS = [
         TypeError,
         "opforge.torch.batch_norm: training must be a bool, got float 1.0",
     ),
+    # torch's parser takes a 0-d tensor (needing no grad) where an int or a float goes, but
+    # not a tensor with dims, a NumPy array or, for a float, one that requires grad (whose
+    # gradient the op would drop).
+    (
+        lambda x: ot.softmax(x, torch.tensor([1])),
+        TypeError,
+        "opforge.torch.softmax: dim must be an int, got Tensor tensor([1])",
+    ),
+    (
+        lambda x: ot.argmax(x, np.array(1)),
+        TypeError,
+        "opforge.torch.argmax: dim must be an int, got ndarray",
+    ),
+    (
+        lambda x: ot.add(x, x, alpha=torch.tensor([2.0])),
+        TypeError,
+        "opforge.torch.add: alpha must be a number (a 0-d tensor if it needs no grad), got Tensor",
+    ),
+    (
+        lambda x: ot.add(x, x, alpha=torch.tensor(2.0, requires_grad=True)),
+        TypeError,
+        "opforge.torch.add: alpha must be a number (a 0-d tensor if it needs no grad), got Tensor",
+    ),
+    (
+        lambda x: ot.layer_norm(x, x.shape[-1:], eps=torch.tensor(1e-3, requires_grad=True)),
+        TypeError,
+        "opforge.torch.layer_norm: eps must be a number (a 0-d tensor if it needs no grad)",
+    ),
+    (
+        lambda x: ot.rms_norm(x, x.shape[-1:], eps=np.array(1e-3)),
+        TypeError,
+        "opforge.torch.rms_norm: eps must be a number (a 0-d tensor if it needs no grad)",
+    ),
+    (
+        lambda x: ot.batch_norm(x, None, None, training=True, momentum=torch.tensor([0.1])),
+        TypeError,
+        "opforge.torch.batch_norm: momentum must be a number (a 0-d tensor if it needs no grad)",
+    ),
+    (
+        lambda x: ot.mul(x, np.array(2.0)),
+        TypeError,
+        "opforge.torch.mul: operands are tensors or Python numbers, got ndarray",
+    ),
     (
         lambda x: ot.argmax(x, 1, None),
         TypeError,

@@ -112,6 +112,9 @@ def test_result_dtype_is_torch_result_type():
             torch.int64,
             torch.int32,
             torch.bool,
+            torch.float64,
+            torch.complex64,
+            torch.complex128,
         )
         for dim in (0, 1)
     ]
@@ -120,6 +123,19 @@ def test_result_dtype_is_torch_result_type():
         for b in values:
             if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
                 assert result_dtype(a, b) == torch.result_type(a, b), (a, b)
+
+
+@pytest.mark.parametrize("op", [ot.add, ot.mul])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64])
+def test_a_complex_zero_dim_operand_is_refused_not_made_real(op, dtype):
+    """torch's result beside a 0-d complex tensor is complex (complex32 for float16): opforge
+    refuses it, in either position, rather than dropping the imaginary part."""
+    x = torch.ones(2, dtype=dtype)
+    z = torch.tensor(1 + 2j)
+    expected = torch.result_type(x, z)
+    for a, b in ((x, z), (z, x)):
+        with pytest.raises(TypeError, match=rf"the result dtype would be {expected}"):
+            op(a, b)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -367,16 +367,23 @@ def _updated_in_place(op: Op) -> str:
 def _bool_int_checks(op: Op, fn: Function) -> list[str]:
     """Checks that torch's own parser makes and the dispatcher's does not: a bool is an int to
     Python and a float tensor converts to one, so ``softmax(x, True)`` would run over dim 1 and
-    ``argmax(x, 1, keepdim=1)`` would keep the dim, where torch refuses both."""
+    ``argmax(x, 1, keepdim=1)`` would keep the dim, where torch refuses both; a float argument
+    given as a tensor that requires grad would lose its gradient. A float argument computed
+    from a parameter of its own name (rms_norm's ``eps=None``) is checked as that parameter."""
     lines = []
+    params = {p.name for p in fn.params}
     for arg in op.args:
         name = str(fn.args[arg.name])
+        if arg.type == "float" and not name.isidentifier() and arg.name in params:
+            name = arg.name
         if not name.isidentifier():
             continue
         if arg.type in ("int", "int?"):
             lines.append(f'    int_argument("{fn.name}", "{name}", {name})')
         elif arg.type == "bool":
             lines.append(f'    bool_argument("{fn.name}", "{name}", {name})')
+        elif arg.type == "float":
+            lines.append(f'    float_argument("{fn.name}", "{name}", {name})')
     return lines
 
 
@@ -476,6 +483,7 @@ def python_source(table: OpTable) -> str:
         "    bool_argument,",
         "    cast_result,",
         "    direct_kernel,",
+        "    float_argument,",
         "    helper_needs_autograd,",
         "    int_argument,",
         "    int_list,",

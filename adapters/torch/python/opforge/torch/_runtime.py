@@ -402,11 +402,25 @@ def _promoted(dtypes: list[torch.dtype]) -> torch.dtype | None:
     return result
 
 
+# toComplexType of c10 for the floating types (bfloat16 has no complex type of its own).
+_TO_COMPLEX = {
+    torch.float16: torch.complex32,
+    torch.bfloat16: torch.complex64,
+    torch.float32: torch.complex64,
+    torch.float64: torch.complex128,
+}
+
+
 def _combine(higher: torch.dtype | None, lower: torch.dtype | None) -> torch.dtype | None:
-    # c10's combine_categories: a lower priority class only counts from a higher category.
+    # c10's combine_categories: a lower priority class only counts from a higher category, and
+    # complex is above floating (a 0-d complex tensor beside a float16 one gives complex32).
     if higher is None:
         return lower
-    if higher.is_floating_point or higher.is_complex:
+    if higher.is_complex:
+        return higher
+    if lower is not None and lower.is_complex:
+        return _TO_COMPLEX[higher] if higher.is_floating_point else lower
+    if higher.is_floating_point:
         return higher
     if lower is not None and (higher == torch.bool or lower.is_floating_point):
         return torch.promote_types(higher, lower)
@@ -566,8 +580,12 @@ def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
 
 def _plain_number(value):
     # A NumPy scalar is the Python number it holds to torch's promotion (NumPy itself is not
-    # imported: a runtime image may lack it).
-    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+    # imported: a runtime image may lack it); a NumPy array, even 0-d, torch refuses.
+    if (
+        type(value).__module__ == "numpy"
+        and getattr(value, "ndim", None) == 0
+        and not _is_array(value)
+    ):
         return value.item()
     return value
 
@@ -661,13 +679,37 @@ def _dtype_kind(value) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+def _is_array(value) -> bool:
+    # A NumPy array, 0-d too, which torch's parser refuses where it takes a NumPy scalar (NumPy
+    # itself is not imported: a runtime image may lack it).
+    return type(value).__name__ == "ndarray" and type(value).__module__ == "numpy"
+
+
 def int_argument(function: str, name: str, value) -> None:
     """Refuse what torch's parser refuses for an int argument and the dispatcher would take: a
-    bool (Python's or NumPy's), a bool or floating tensor (a 0.7 would become dim 0)."""
+    bool (Python's or NumPy's), a bool or floating tensor (a 0.7 would become dim 0), a tensor
+    with dims (``tensor([1])``), a NumPy array."""
     if isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool):
         return  # also torch.compile's symbolic ints, which the checks below cannot trace
-    if isinstance(value, bool) or _dtype_kind(value) in ("b", "f", "c"):
+    if (
+        isinstance(value, bool)
+        or _dtype_kind(value) in ("b", "f", "c")
+        or (isinstance(value, torch.Tensor) and value.dim() != 0)
+        or _is_array(value)
+    ):
         raise _wrong_type(function, name, "an int", value)
+
+
+def float_argument(function: str, name: str, value) -> None:
+    """Refuse what torch's parser refuses for a float argument and the dispatcher would take: a
+    tensor with dims, a tensor that requires grad (the op would drop its gradient), a NumPy
+    array. A 0-d tensor that needs no grad is a number to both."""
+    if isinstance(value, (int, float)) or value is None:
+        return  # None and bools: the op's own checks name them
+    if (isinstance(value, torch.Tensor) and (value.dim() != 0 or value.requires_grad)) or (
+        _is_array(value)
+    ):
+        raise _wrong_type(function, name, "a number (a 0-d tensor if it needs no grad)", value)
 
 
 def bool_argument(function: str, name: str, value) -> None:
