@@ -208,6 +208,18 @@ def test_batch_norm_takes_the_ranges_mindspore_takes(mode, momentum, eps, refuse
     assert message.startswith(f"opforge.mindspore.batch_norm: {refused} must be in {interval}")
 
 
+def test_batch_norm_training_with_a_view_updates_nothing_before_refusing():
+    # MindSpore (PYNATIVE) refuses an in-place assign to a view of another tensor: with
+    # running_var such a view, running_mean must not have been updated when that comes.
+    x = f32(8, 3)
+    running_mean = Tensor(np.zeros(3, np.float32))
+    running_var = Tensor(np.ones(4, np.float32))[:3]
+    with pytest.raises(RuntimeError, match="view"):
+        ofm.batch_norm(x, running_mean, running_var, None, None, True, 0.1, 1e-5)
+    np.testing.assert_array_equal(running_mean.asnumpy(), np.zeros(3, np.float32))
+    np.testing.assert_array_equal(running_var.asnumpy(), np.ones(3, np.float32))
+
+
 def test_batch_norm_in_inference_leaves_views_of_statistics_alone(mode):
     # Nothing is updated in inference: MindSpore refuses an in-place assign to a view.
     x = f32(8, 3)
@@ -239,18 +251,25 @@ def _bf16_add(u, v):
     return ofm.add(u, v, alpha=2.0)
 
 
+@pytest.mark.parametrize("b_shape", [(1, 3), (3,), ()], ids=str)
 @pytest.mark.parametrize("op", [_bf16_mul, _bf16_add], ids=["mul", "add"])
-def test_bfloat16_gradients_sum_over_broadcast_dims(mode, op):
-    # The sum over the broadcast dims was a bfloat16 ReduceSum, which MindSpore's CPU lacks.
+def test_bfloat16_gradients_sum_over_broadcast_dims(mode, op, b_shape):
+    # The sum over the broadcast dims was a bfloat16 ReduceSum, which MindSpore's CPU lacks;
+    # where it drops dims, the reshape after it must not be bfloat16 either (GRAPH mode's CPU
+    # Reshape has no bfloat16 kernel).
     a = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)).astype(mstype.bfloat16)
-    b = Tensor(np.array([[1.0, 2.0, 4.0]], np.float32)).astype(mstype.bfloat16)
+    b32 = np.broadcast_to(np.array([1.0, 2.0, 4.0], np.float32), (1, 3))[..., : 3 if b_shape else 1]
+    b = Tensor(np.ascontiguousarray(b32).reshape(b_shape)).astype(mstype.bfloat16)
     da, db = _mul_grads(op, mode, a, b)
-    assert (da.dtype, db.dtype, db.shape) == (mstype.bfloat16, mstype.bfloat16, (1, 3))
+    assert (da.dtype, db.dtype, db.shape) == (mstype.bfloat16, mstype.bfloat16, b_shape)
     a32, b32 = a.astype(mstype.float32).asnumpy(), b.astype(mstype.float32).asnumpy()
+    reduce = tuple(range(2 - len(b_shape))) + tuple(
+        i + 2 - len(b_shape) for i, d in enumerate(b_shape) if d == 1
+    )
     if op is _bf16_mul:
-        expected = (np.broadcast_to(b32, (2, 3)), a32.sum(axis=0, keepdims=True))
+        expected = (np.broadcast_to(b32, (2, 3)), a32.sum(axis=reduce).reshape(b_shape))
     else:
-        expected = (np.ones((2, 3)), np.full((1, 3), 4.0))
+        expected = (np.ones((2, 3)), np.full(b_shape, 2.0 * 6 / max(1, int(np.prod(b_shape)))))
     for got, want in zip((da, db), expected, strict=True):
         np.testing.assert_allclose(got.astype(mstype.float32).asnumpy(), want, rtol=1e-2)
 

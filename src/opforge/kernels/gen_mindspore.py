@@ -316,14 +316,21 @@ def _public(op: Op, fn: Function) -> list[str]:
     # The bool under which the op updates them (None: always): without it nothing is assigned,
     # so inference leaves alone what MindSpore cannot assign to (a view of another tensor).
     flag = op.update_flag
+
+    def condition(name: str) -> str:
+        text = f"{fn.args[name]} is not None"
+        return text if flag is None else f"{fn.args[flag.name]} and {text}"
+
+    # MindSpore refuses an in-place assign to a view of another tensor, and would do so after
+    # the assigns before it: each later target is first assigned to itself (a no-op, or that
+    # refusal), so an update is made whole or not at all.
+    for name in sorted(mutable)[1:]:
+        lines.append(f"    if {condition(name)}:")
+        lines.append(f"        ops.assign({fn.args[name]}, {fn.args[name]})")
     for name in sorted(mutable):
         # MindSpore kernels never write their inputs: the op's in-place update, assigned back.
-        expr = str(fn.args[name])
-        condition = f"{expr} is not None"
-        if flag is not None:
-            condition = f"{fn.args[flag.name]} and {condition}"
-        lines.append(f"    if {condition}:")
-        lines.append(f"        ops.assign({expr}, {name}_updated)")
+        lines.append(f"    if {condition(name)}:")
+        lines.append(f"        ops.assign({fn.args[name]}, {name}_updated)")
     if isinstance(fn.returns, tuple):
         items = []
         for name in fn.returns:

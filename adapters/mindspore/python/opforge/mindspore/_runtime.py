@@ -287,12 +287,13 @@ def sum_axes(grad_shape, shape):
 def sum_to(grad: Tensor, shape) -> Tensor:
     """``grad`` summed over the dims broadcasting added to an input of ``shape``, in float32
     (MindSpore's CPU ReduceSum has no bfloat16 kernel, and 2-byte sums lose digits), then in
-    ``grad``'s dtype."""
+    ``grad``'s dtype. The reshape comes before that cast: in GRAPH mode MindSpore's CPU Reshape
+    has no bfloat16 kernel either."""
     axes = sum_axes(grad.shape, shape)
     if not axes:
         return grad
     total = ops.ReduceSum(keep_dims=True)(grad.astype(mstype.float32), axes)
-    return ops.reshape(total.astype(grad.dtype), shape)
+    return ops.reshape(total, shape).astype(grad.dtype)
 
 
 def like(grad: Tensor, reference: Tensor) -> Tensor:
