@@ -20,8 +20,11 @@ BUILD_DIR_HINT = (
 def _not_a_directory(path: Path) -> Path | None:
     """The nearest of ``path`` and its parents that exists and is not a directory, if any."""
     for candidate in (path, *path.parents):
-        if candidate.exists() or candidate.is_symlink():
-            return None if candidate.is_dir() else candidate
+        try:
+            if candidate.exists() or candidate.is_symlink():
+                return None if candidate.is_dir() else candidate
+        except OSError:  # a name too long to look up, say: mkdir's own error says it
+            continue
     return None
 
 

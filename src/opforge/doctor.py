@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 import re
 import shutil
 import site
@@ -189,8 +190,18 @@ def run_checks(settings: Settings) -> list[Check]:
         _package("mindspore"),
         numpy_for_mindspore(_version("mindspore"), _version("numpy")),
         _proxies(settings.proxies),
-        Check("CA bundle", True, settings.ca_bundle or "requests default (certifi)"),
+        _ca_bundle(settings.ca_bundle),
     ]
+
+
+def _ca_bundle(path: str | None) -> Check:
+    """The CA bundle downloads trust: REQUESTS_CA_BUNDLE, which requests refuses to start a
+    download with when it names nothing."""
+    if path is None:
+        return Check("CA bundle", True, "requests default (certifi)")
+    if not os.path.exists(path):
+        return Check("CA bundle", False, f"{path} (REQUESTS_CA_BUNDLE) does not exist")
+    return Check("CA bundle", True, path)
 
 
 def render_table(checks: list[Check]) -> str:

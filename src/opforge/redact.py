@@ -11,9 +11,11 @@ import re
 
 MASK = "***"
 
-# userinfo runs to the last '@' before the host: a password may itself hold a raw '@'.
-_WITH_SCHEME = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\s/?#]*)@")
-_NO_SCHEME = re.compile(r"(?<![\w.%+:/@-])(?P<user>[\w.%+-]+):(?P<password>[^\s/?#]*)@(?=[\w\[])")
+# userinfo runs to the last '@' before the host: a password may itself hold a raw '@', and
+# raw '?' or '#' (which belong percent-encoded, but people paste them as they are); a query
+# holding an '@' right after the host is masked too, which costs nothing but legibility.
+_WITH_SCHEME = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\s/]*)@")
+_NO_SCHEME = re.compile(r"(?<![\w.%+:/@-])(?P<user>[\w.%+-]+):(?P<password>[^\s/]*)@(?=[\w\[])")
 
 
 def _masked_userinfo(userinfo: str) -> str:

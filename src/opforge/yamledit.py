@@ -46,6 +46,10 @@ def apply(text: str, edits: list[tuple[yaml.ScalarNode, str]]) -> str:
     """``text`` with each node's span replaced by its new text."""
     spans = sorted(((n.start_mark.index, n.end_mark.index, new) for n, new in edits), reverse=True)
     for start, end, replacement in spans:
+        if start == end and text[start - 1 : start] == ":":
+            # An empty value (`sha256:`) has its span right after the colon: a value written
+            # there needs the space YAML requires after a key's colon.
+            replacement = " " + replacement
         text = text[:start] + replacement + text[end:]
     return text
 

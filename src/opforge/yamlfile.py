@@ -13,6 +13,8 @@ calls ``yaml.load``.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import yaml
@@ -116,29 +118,50 @@ def parse_yaml(path: Path, text: str, error: type[ConfigError] = ConfigError) ->
         ) from None
 
 
-def read_yaml_file(path: Path, error: type[ConfigError] = ConfigError) -> object:
-    """Read and parse the YAML file at ``path``: at most ``MAX_YAML_BYTES``, UTF-8, one-line errors.
+def read_text_file(
+    path: Path, error: type[ConfigError] = ConfigError, limit: int = MAX_YAML_BYTES
+) -> str:
+    """The UTF-8 text of the project file at ``path``, at most ``limit`` bytes, one-line errors.
 
-    A missing file raises ``FileNotFoundError`` so callers can say what the file is for.
+    Only a regular file is read: a FIFO would block forever and a device never end, so the file
+    is opened without blocking and its kind checked first. A missing file raises
+    ``FileNotFoundError`` so callers can say what the file is for.
     """
+    hint = f"check that {path} is a file you can read"
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_YAML_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise error(f"{path}: cannot read: {exc.strerror}") from None
-    if len(data) > MAX_YAML_BYTES:
+        raise error(f"{path}: cannot read: {exc.strerror}", hint=hint) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise error(f"{path}: cannot read: {kind}", hint=f"{path} must be a file")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise error(f"{path}: cannot read: {exc.strerror}", hint=hint) from None
+    if len(data) > limit:
         raise error(
-            f"{path}: larger than the {MAX_YAML_BYTES} byte limit for a YAML file",
-            hint="project YAML files are small; check that this is the file you meant",
+            f"{path}: larger than the {limit} byte limit for this file",
+            hint="project files are small; check that this is the file you meant",
         )
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise error(
             f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line})",
             hint="save the file as UTF-8",
         ) from None
-    return parse_yaml(path, text, error)
+
+
+def read_yaml_file(path: Path, error: type[ConfigError] = ConfigError) -> object:
+    """Read and parse the YAML file at ``path`` (``read_text_file``), one-line errors.
+
+    A missing file raises ``FileNotFoundError`` so callers can say what the file is for.
+    """
+    return parse_yaml(path, read_text_file(path, error), error)

@@ -175,7 +175,10 @@ class BuildEngine:
         for dep in recipe.depends_on:
             built = record.get(dep, profile)
             if built is None:
-                raise BuildError(f"target {recipe.name}: dependency {dep} has no {profile} build")
+                raise BuildError(
+                    f"target {recipe.name}: dependency {dep} has no {profile} build",
+                    hint=f"build it first: opforge build {dep} --profile {profile}",
+                )
             dependency_outputs[dep] = built.outputs
         digest, inputs = compute_inputs(
             recipe,

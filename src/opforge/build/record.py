@@ -41,7 +41,7 @@ class BuildRecord:
                 return
             for name, profiles in data["targets"].items():
                 self.targets[name] = {p: TargetRecord(**rec) for p, rec in profiles.items()}
-        except (ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             # A damaged record only costs a rebuild; it is rewritten whole afterwards.
             self.targets = {}
 

@@ -21,7 +21,8 @@ def platform_tag() -> str:
 def _header(field: str, value: str) -> str:
     if not one_line(value):
         raise BuildError(
-            f"wheel METADATA {field}: {value!r} contains a line break or control character"
+            f"wheel METADATA {field}: {value!r} contains a line break or control character",
+            hint="fix the recipe's wheel section (one line per value)",
         )
     return f"{field}: {value}"
 
@@ -55,11 +56,17 @@ def build_wheel(
             hint="pip install 'opforge[build]' (or pip install wheel)",
         ) from None
     if not files:
-        raise BuildError(f"wheel {name}: no declared output under {root} to package")
+        raise BuildError(
+            f"wheel {name}: no declared output under {root} to package",
+            hint="the recipe's outputs must include files under its wheel.root",
+        )
     for requirement in requires:
         problem = requirement_problem(requirement)
         if problem:
-            raise BuildError(f"wheel {name}: requirement {requirement!r} {problem}")
+            raise BuildError(
+                f"wheel {name}: requirement {requirement!r} {problem}",
+                hint="wheel.requires takes PEP 508 requirements, one per entry",
+            )
     dist = re.sub(r"[-_.]+", "_", name)
     tag = f"py3-none-{platform_tag()}"
     dest.mkdir(parents=True, exist_ok=True)

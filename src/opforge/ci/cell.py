@@ -94,7 +94,10 @@ def _run(argv: list[str], cwd: Path) -> list[str]:
             print(line, end="", flush=True)
             lines.append(line.rstrip("\n"))
     if process.returncode != 0:
-        raise BuildError(f"`{' '.join(argv)}` failed (exit {process.returncode})")
+        raise BuildError(
+            f"`{' '.join(argv)}` failed (exit {process.returncode})",
+            hint="its output is above; fix the cause and run the cell again",
+        )
     return lines
 
 
@@ -252,7 +255,10 @@ def run_cell(
         _run(test, root)
         seconds["tests"] = round(time.monotonic() - started, 1)
         if not list(out.glob("*.xml")):
-            raise BuildError(f"the tests wrote no JUnit report to {out}")
+            raise BuildError(
+                f"the tests wrote no JUnit report to {out}",
+                hint="the recipe's test command must be pytest (it is given --junitxml)",
+            )
         links = gpu_library_links(client, images["runtime"]["tag"], cell)
         if links:
             record["gpu_library_links"] = links

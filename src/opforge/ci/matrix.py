@@ -10,7 +10,7 @@ from pathlib import Path
 
 from opforge.errors import ConfigError, unreadable
 from opforge.images.spec import Combination, load_combinations
-from opforge.yamlfile import parse_yaml
+from opforge.yamlfile import read_yaml_file
 
 AXES = ("cuda", "cudnn", "framework")
 
@@ -68,7 +68,10 @@ class Matrix:
         for c in self.cells:
             if c.id == cell_id:
                 if c.excluded:
-                    raise ConfigError(f"cell {cell_id} is excluded: {c.excluded}")
+                    raise ConfigError(
+                        f"cell {cell_id} is excluded: {c.excluded}",
+                        hint="`opforge ci list` shows the cells that run",
+                    )
                 return c
         raise ConfigError(
             f"no cell {cell_id!r} in {self.path}",
@@ -87,7 +90,10 @@ def _matches(rule: dict, values: dict[str, str]) -> bool:
 def _frameworks(path: Path, data: dict) -> list[tuple[str, tuple[str, ...]]]:
     raw = data.get("frameworks")
     if not isinstance(raw, list) or not raw:
-        raise ConfigError(f"{path}: expected a non-empty `frameworks:` list")
+        raise ConfigError(
+            f"{path}: expected a non-empty `frameworks:` list",
+            hint="ci/README.md describes the matrix file; compare with the one in the repository",
+        )
     found = []
     for i, entry in enumerate(raw):
         if not isinstance(entry, dict) or not str(entry.get("requirement") or "").strip():
@@ -102,10 +108,16 @@ def _frameworks(path: Path, data: dict) -> list[tuple[str, tuple[str, ...]]]:
 def _cudnn_per_cuda(path: Path, data: dict) -> dict[str, list[str]]:
     raw = data.get("cuda")
     if not isinstance(raw, dict) or not raw:
-        raise ConfigError(f"{path}: expected `cuda:` mapping each CUDA version to its cuDNN list")
+        raise ConfigError(
+            f"{path}: expected `cuda:` mapping each CUDA version to its cuDNN list",
+            hint="ci/README.md describes the matrix file; compare with the one in the repository",
+        )
     for cuda, cudnns in raw.items():
         if not isinstance(cudnns, list) or not cudnns:
-            raise ConfigError(f"{path}: cuda.{cuda}: expected a non-empty list of cuDNN versions")
+            raise ConfigError(
+                f"{path}: cuda.{cuda}: expected a non-empty list of cuDNN versions",
+                hint="ci/README.md describes the matrix file; compare with the one in the repository",
+            )
     return {str(cuda): [str(c) for c in cudnns] for cuda, cudnns in raw.items()}
 
 
@@ -114,7 +126,10 @@ def _rules(path: Path, data: dict) -> list[tuple[dict, str]]:
     for i, rule in enumerate(data.get("exclude") or []):
         where = f"{path}: exclude[{i}]"
         if not isinstance(rule, dict) or not isinstance(rule.get("match"), dict):
-            raise ConfigError(f"{where}: expected `match:` and `reason:`")
+            raise ConfigError(
+                f"{where}: expected `match:` and `reason:`",
+                hint="ci/README.md describes the matrix file; compare with the one in the repository",
+            )
         if not str(rule.get("reason") or "").strip():
             raise ConfigError(
                 f"{where}: an exclude needs a `reason:`", hint="say why the cell cannot run"
@@ -131,11 +146,14 @@ def _rules(path: Path, data: dict) -> list[tuple[dict, str]]:
 def load_matrix(path: Path, versions: Path) -> Matrix:
     """Read the matrix; every exclude needs a reason, every included cell an image."""
     try:
-        data = parse_yaml(path, path.read_text(encoding="utf-8"))
+        data = read_yaml_file(path)
     except OSError as exc:
         raise unreadable(path, exc, "the CI matrix of the project") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected `cuda:`, `frameworks:` and `exclude:`")
+        raise ConfigError(
+            f"{path}: expected `cuda:`, `frameworks:` and `exclude:`",
+            hint="ci/README.md describes the matrix file; compare with the one in the repository",
+        )
     cudnn_per_cuda = _cudnn_per_cuda(path, data)
     frameworks = _frameworks(path, data)
     rules = _rules(path, data)

@@ -17,11 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opforge.errors import ConfigError, OpforgeError
+from opforge.yamlfile import read_text_file
 
 # The file name opforge.ci.cell writes its record to (that module imports this one).
 RECORD = "cell-record.json"
 SUITE_ROOTS = ("testsuite", "testsuites")
 REWRITE_HINT = "remove the file or re-run the cell that wrote it (pytest --junitxml)"
+# A cell's JUnit report is some kilobytes per thousand tests; a record is smaller still.
+MAX_REPORT_BYTES = 64 << 20
 
 
 @dataclass
@@ -73,7 +76,7 @@ def _number(path: Path, suite: ET.Element, name: str, whole: bool) -> float:
 def _add_junit(result: CellResult, path: Path) -> None:
     """Add the totals of the JUnit XML report ``path`` to ``result``."""
     try:
-        top = ET.parse(path).getroot()
+        top = ET.fromstring(read_text_file(path, limit=MAX_REPORT_BYTES))
     except ET.ParseError as exc:
         raise ConfigError(f"{path}: not a JUnit XML report ({exc})", hint=REWRITE_HINT) from None
     if top.tag not in SUITE_ROOTS:
@@ -94,9 +97,11 @@ def _read_record(path: Path) -> dict:
     """The cell record ``path``, refused unless a JSON object whose status is passed or failed."""
     hint = "remove the file or re-run the cell that wrote it (opforge ci run-cell)"
     try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        record = json.loads(read_text_file(path, limit=MAX_REPORT_BYTES))
+    except ValueError as exc:
         raise ConfigError(f"{path}: not a cell record ({exc})", hint=hint) from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not a cell record (nested too deeply)", hint=hint) from None
     if not isinstance(record, dict) or record.get("status") not in ("passed", "failed"):
         raise ConfigError(
             f'{path}: not a cell record (no "status": "passed" or "failed")', hint=hint
@@ -110,6 +115,8 @@ def _add_record(result: CellResult, record: dict) -> None:
     if record["status"] == "failed":
         error = record.get("error")
         why = " ".join(error.split()) if isinstance(error, str) and error.strip() else None
+        # Shown on a terminal: no escape sequence or other control character gets through.
+        why = why and "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in why)
         why = why or "no reason recorded (see the cell's log)"
         result.reason = f"{result.reason}; {why}" if result.reason else why
     if result.recorded != "failed":

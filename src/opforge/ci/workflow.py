@@ -9,6 +9,7 @@ import yaml
 from opforge.atomic import write_text
 from opforge.ci.matrix import Matrix
 from opforge.errors import ConfigError
+from opforge.yamlfile import read_text_file
 
 WORKFLOW_PATH = ".github/workflows/nightly.yml"
 # Actions pinned by commit (the tag in the comment); update with `git ls-remote`.
@@ -126,8 +127,16 @@ def sync_workflow(root: Path, matrix: Matrix, *, check: bool) -> None:
     """Write the workflow under ``root`` when it differs from ``matrix``'s rendering; with
     ``check``, raise ``ConfigError`` instead."""
     path = root / WORKFLOW_PATH
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise ConfigError(
+            f"{WORKFLOW_PATH} leads out of the project, to {path.resolve()}",
+            hint=f"remove the link: {WORKFLOW_PATH} is a file of the project",
+        )
     text = render(matrix)
-    current = path.read_text(encoding="utf-8") if path.is_file() else None
+    try:
+        current = read_text_file(path)
+    except (FileNotFoundError, ConfigError):
+        current = None  # missing, unreadable or not UTF-8: out of date, written anew
     if current == text:
         return
     if check:

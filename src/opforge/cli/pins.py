@@ -9,7 +9,7 @@ from opforge.cli.common import add_fetch_options, fetcher, positive_int, project
 from opforge.errors import PinError
 from opforge.pins.cache import CacheState
 from opforge.pins.install import install_wheels
-from opforge.pins.model import PinSet, load_pins
+from opforge.pins.model import Pin, PinSet, load_pins
 from opforge.pins.update import update_pin
 from opforge.settings import Settings
 
@@ -45,14 +45,27 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _refuse_shared_names(pins: list[Pin], dest: str) -> None:
+    """``PinError`` when two pins would be placed in ``dest`` under one file name."""
+    first: dict[str, str] = {}
+    for pin in pins:
+        other = first.setdefault(pin.filename, pin.name)
+        if other != pin.name:
+            raise PinError(
+                f"pins {other} and {pin.name} would both be placed in {dest} as {pin.filename}",
+                hint="fetch them into separate --dest folders, one at a time",
+            )
+
+
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
     """Download (or find in the cache) the named pins, verified."""
     pins = _pins(settings).select(args.names)
+    if args.dest:
+        _refuse_shared_names(pins, args.dest)
     getter = fetcher(args, settings)
-    already = {pin.name for pin in pins if getter.cache.has(pin)}
     paths = getter.fetch_many(pins, jobs=args.jobs)
     for pin in pins:
-        how = "cached" if pin.name in already else "fetched"
+        how = "fetched" if pin.name in getter.downloaded else "cached"
         path = getter.cache.export(pin, Path(args.dest)) if args.dest else paths[pin.name]
         print(f"{pin.name:<22} {how:<8} {path}")
     return 0

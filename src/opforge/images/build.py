@@ -154,7 +154,10 @@ def build_image(
                     layers.feed(line)
                     say(line)
     except APIError as exc:
-        raise BuildError(f"image {spec.name}: the Docker engine refused the build: {exc}") from None
+        raise BuildError(
+            f"image {spec.name}: the Docker engine refused the build: {exc}",
+            hint="`opforge doctor` shows the engine in use; the build log above says more",
+        ) from None
     return BuiltImage(tag, True, tuple(layers.created))
 
 

@@ -89,17 +89,24 @@ def assemble(
     ca = b"" if spec.extra_ca is None else read_ca_bundle(spec.extra_ca)
     make_dirs(staging.parent, hint=BUILD_DIR_HINT)
     partial = staging.with_name(staging.name + ".partial")
-    if partial.is_dir():
-        shutil.rmtree(partial)
+    _remove(partial)
     try:
         digest = _write_context(spec, images_dir, dockerfile, ca, partial, pins, fetcher, base_id)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    if staging.is_dir():
-        shutil.rmtree(staging)
+    _remove(staging)
     partial.rename(staging)
     return BuildContext(staging, "Dockerfile", digest)
+
+
+def _remove(path: Path) -> None:
+    """Remove what stands at ``path`` in opforge's own build folder: a directory tree, or a
+    file or symbolic link as itself (never what a link points to)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
 
 
 def _write_context(

@@ -54,7 +54,10 @@ def lock_text(toolkit: DebianToolkit, kind: str, base: str, resolved: str) -> st
     """The lock file for ``resolved`` (debs.sh lock's output), with its header."""
     entries = parse_lock(resolved, f"debs.sh lock on {base}")
     if not entries:
-        raise BuildError(f"debs.sh lock on {base} resolved no packages for {toolkit.suite}")
+        raise BuildError(
+            f"debs.sh lock on {base} resolved no packages for {toolkit.suite}",
+            hint=f"check that the base image is Debian {toolkit.suite} and reaches its archive",
+        )
     header = (
         f"# {toolkit.suite}, CUDA {toolkit.cuda}, {kind} image, on {base}: "
         f"written by `opforge images lock-debs` from the archive's signed index; do not edit.\n"

@@ -21,6 +21,7 @@ from opforge.pins.fetch import Fetcher
 from opforge.project import Project
 from opforge.settings import Settings
 from opforge.yamledit import find, render, rewrite_file
+from opforge.yamlfile import read_text_file
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def lock_digests(project: Project, client) -> list[tuple[str, str]]:
     from docker.errors import DockerException
 
     path = project.versions_file
-    text = path.read_text(encoding="utf-8")
+    text = read_text_file(path)
     root = yaml.compose(text)
     edits, failed = [], []
     for i, combo in enumerate(load_combinations(path)):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from opforge.errors import ConfigError, unreadable
 from opforge.frameworks import TORCH
-from opforge.yamlfile import parse_yaml
+from opforge.yamlfile import read_yaml_file
 
 KINDS = ("devel", "runtime")
 # In the order a cell picks them: those that need no container registry first.
@@ -140,12 +140,15 @@ def _toolkits(path: Path, data: dict) -> dict[str, DebianToolkit]:
 def load_combinations(path: Path) -> list[Combination]:
     """Read ``images/versions.yaml``; errors name the file and the entry."""
     try:
-        data = parse_yaml(path, path.read_text(encoding="utf-8"))
+        data = read_yaml_file(path)
     except OSError as exc:
         raise unreadable(path, exc, "the image versions of the project") from None
     entries = data.get("combinations") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"{path}: expected a non-empty `combinations:` list")
+        raise ConfigError(
+            f"{path}: expected a non-empty `combinations:` list",
+            hint="images/README.md describes the file; compare with the one in the repository",
+        )
     toolkits = _toolkits(path, data)
     combos = []
     for i, raw in enumerate(entries):

@@ -213,7 +213,10 @@ def load(path: Path) -> OpTable:
 def parse(path: Path, data: object) -> OpTable:
     """Validate the parsed YAML of an op table."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping with `version`, `dtype_sets` and `ops`")
+        raise ConfigError(
+            f"{path}: expected a mapping with `version`, `dtype_sets` and `ops`",
+            hint="the header of kernels/ops.yaml lists every key",
+        )
     if data.get("version") != VERSION:
         raise ConfigError(
             f"{path}: version: expected {VERSION}, got {data.get('version')!r}",
@@ -221,15 +224,24 @@ def parse(path: Path, data: object) -> OpTable:
         )
     sets = data.get("dtype_sets", {})
     if not isinstance(sets, dict):
-        raise ConfigError(f"{path}: dtype_sets: expected a mapping of name -> dtypes")
+        raise ConfigError(
+            f"{path}: dtype_sets: expected a mapping of name -> dtypes",
+            hint="the header of kernels/ops.yaml lists every key",
+        )
     dtype_sets: dict[str, tuple[str, ...]] = {}
     for name, dtypes in sets.items():
         if not isinstance(dtypes, list) or not dtypes or not set(dtypes) <= set(DTYPES):
-            raise ConfigError(f"{path}: dtype_sets.{name}: expected a list drawn from {DTYPES}")
+            raise ConfigError(
+                f"{path}: dtype_sets.{name}: expected a list drawn from {DTYPES}",
+                hint="the header of kernels/ops.yaml lists every key",
+            )
         dtype_sets[str(name)] = tuple(dtypes)
     raw_ops = data.get("ops")
     if not isinstance(raw_ops, dict) or not raw_ops:
-        raise ConfigError(f"{path}: ops: expected a mapping of op name -> entry")
+        raise ConfigError(
+            f"{path}: ops: expected a mapping of op name -> entry",
+            hint="the header of kernels/ops.yaml lists every key",
+        )
     ops = {str(name): _op(path, str(name), raw, dtype_sets) for name, raw in raw_ops.items()}
     table = OpTable(path, dtype_sets, ops)
     for op in ops.values():
@@ -304,7 +316,7 @@ def _signature(where: _Where, name: str, text: object) -> tuple[list[Arg], list[
 
 def _op(path: Path, name: str, raw: object, dtype_sets: Mapping[str, tuple]) -> Op:
     where = _Where(path, f"ops.{name}")
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise where.error("op names are lowercase letters, digits and underscores")
     raw = _mapping(where, raw, _OP_KEYS)
     doc = raw.get("doc")
@@ -647,7 +659,7 @@ def _function(
     for name, interval in ranges.items():
         if framework != "mindspore" or name not in {p.name for p in params}:
             raise (where / "ranges" / name).error("expected a parameter of a mindspore function")
-        if not isinstance(interval, str) or not _INTERVAL.match(interval):
+        if not isinstance(interval, str) or not _INTERVAL.fullmatch(interval):
             raise (where / "ranges" / name).error(
                 f'expected an interval such as "(0, 1]", got {interval!r}'
             )

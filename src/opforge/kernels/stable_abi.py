@@ -31,7 +31,10 @@ def undefined_symbols(path: Path) -> list[str]:
         [nm, "-D", "--undefined-only", str(path)], capture_output=True, text=True, check=False
     )
     if result.returncode != 0:
-        raise BuildError(f"nm cannot read {path}: {result.stderr.strip()}")
+        raise BuildError(
+            f"nm cannot read {path}: {result.stderr.strip()}",
+            hint="nm comes with binutils; install it, or check that the build made the file",
+        )
     return [line.split()[-1] for line in result.stdout.splitlines() if line.strip()]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import secrets
 import shutil
 import stat
 import tempfile
@@ -163,6 +164,9 @@ class ContentCache:
         directory, a read-only cache) is a ``PinError`` naming it.
         """
         path = self.path_for(pin)
+        if os.path.lexists(path.parent):
+            # A link as a shard directory would have files read, written and removed elsewhere.
+            self._check_directory(path.parent)
         try:
             info = path.lstat()
         except FileNotFoundError:
@@ -174,7 +178,10 @@ class ContentCache:
                 hint=f"remove {path.parent}; opforge recreates it",
             ) from None
         except OSError as exc:
-            raise PinError(f"pin {pin.name}: cannot read {path}: {exc.strerror}") from None
+            raise PinError(
+                f"pin {pin.name}: cannot read {path}: {exc.strerror}",
+                hint=f"check its permissions, or {_WRITABLE_HINT}",
+            ) from None
         if stat.S_ISDIR(info.st_mode):
             raise PinError(
                 f"pin {pin.name}: cache entry {path} is a directory, not a file",
@@ -187,7 +194,10 @@ class ContentCache:
             # entry is swapped meanwhile; O_NONBLOCK: a pipe put there cannot hang the open.
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError as exc:
-            raise PinError(f"pin {pin.name}: cannot read {path}: {exc.strerror}") from None
+            raise PinError(
+                f"pin {pin.name}: cannot read {path}: {exc.strerror}",
+                hint=f"check its permissions, or {_WRITABLE_HINT}",
+            ) from None
         with os.fdopen(fd, "rb", buffering=0) as stream:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
@@ -290,6 +300,15 @@ class ContentCache:
         dest = self.path_for(pin)
         try:
             dest.parent.mkdir(exist_ok=True)
+        except FileExistsError:
+            pass  # something that is not a directory: _check_directory names it
+        except OSError as exc:
+            raise PinError(
+                f"pin {pin.name}: cannot create cache directory {dest.parent}: {exc.strerror}",
+                hint=_WRITABLE_HINT,
+            ) from None
+        self._check_directory(dest.parent)
+        try:
             os.chmod(temp, 0o444)
             os.replace(temp, dest)
         except OSError as exc:
@@ -308,10 +327,13 @@ class ContentCache:
         """
         source = self.path_for(pin)
         dest = dest_dir / pin.filename
-        temp = dest_dir / f".{pin.filename}.{os.getpid()}.tmp"
+        # A short name of its own: the file's name may already be near the 255-byte limit.
+        temp = dest_dir / f".opforge.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:
             dest_dir.mkdir(parents=True, exist_ok=True)
-            temp.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                if os.path.samefile(source, dest):
+                    return dest  # placed by an earlier run, as a hard link of the cached file
             try:
                 os.link(source, temp)
             except OSError:

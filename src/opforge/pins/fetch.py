@@ -139,6 +139,8 @@ class Fetcher:
         # Set when fetch_many is interrupted: downloads in flight stop at their next chunk
         # (their partial files stay for a resume) instead of running to the end.
         self._stopping = threading.Event()
+        # The pins whose files this fetcher downloaded (the others came from the cache).
+        self.downloaded: set[str] = set()
 
     def _session(self) -> requests.Session:
         # requests.Session is not documented as thread-safe: one per worker thread.
@@ -172,7 +174,9 @@ class Fetcher:
             cached = self._verified(pin)
             if cached is not None:
                 return cached
-            return self._download_and_commit(pin, temp)
+            path = self._download_and_commit(pin, temp)
+            self.downloaded.add(pin.name)
+            return path
 
     def _verified(self, pin: Pin) -> Path | None:
         result = self.cache.verify(pin)
@@ -353,6 +357,12 @@ class Fetcher:
         except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
             budget.check()
             raise _Transient(f"transfer interrupted ({type(exc).__name__})") from None
+        except OSError as exc:  # requests, before connecting: a CA bundle path naming nothing
+            raise PinError(
+                mask_credentials(f"pin {pin.name}: cannot download {url}: {exc}"),
+                hint="point REQUESTS_CA_BUNDLE (or CURL_CA_BUNDLE) at a CA bundle file or "
+                "directory, or unset it; `opforge doctor` shows the one in use",
+            ) from None
 
     def _receive(
         self,
@@ -442,4 +452,12 @@ def _describe_connection_error(url: str, exc: Exception) -> str:
         return f"TLS verification failed for {host} (set REQUESTS_CA_BUNDLE to your CA bundle)"
     if "IncompleteRead" in text or "Connection broken" in text:
         return "connection broken mid-transfer"
+    if "Connection reset" in text or "ConnectionResetError" in text:
+        return f"connection reset by {host}"
+    if "BadStatusLine" in text:
+        return f"{host} answered, but not in HTTP"
+    if "LineTooLong" in text or "got more than" in text:
+        return f"{host} sent a header line over the length HTTP clients accept"
+    if "RemoteDisconnected" in text:
+        return f"{host} closed the connection without an answer"
     return f"cannot connect to {host}"

@@ -11,9 +11,10 @@ from opforge.errors import ConfigError, PinError
 from opforge.yamlfile import read_yaml_file
 
 # A pin's name reaches file names, CMake variables and log lines: letters, digits, '.', '_', '-'.
-_PIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+# Matched whole (fullmatch): `$` would also match before a final newline.
+_PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX32 = re.compile(r"[0-9a-f]{32}")
 _PIN_KEYS = {"url", "urls", "sha256", "md5", "size", "index", "description"}
 
 
@@ -75,12 +76,30 @@ class PinSet:
         return [self.pins[n] for n in names]
 
 
+def url_problem(url: object) -> str | None:
+    """Why ``url`` is not a usable http(s) URL, or None. URLs reach log lines and requests:
+    whitespace and control characters (a YAML escape can put a newline or an ANSI sequence in
+    one) are refused, and so is anything urllib cannot split (``http://[abc/``, port 99999)."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return "not an http:// or https:// URL"
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        return "whitespace or a control character in the URL (percent-encode it)"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError as exc:
+        return f"not a valid URL ({exc})"
+    if not parts.hostname:
+        return "no host in the URL"
+    return None
+
+
 def _where(path: Path, *keys: str) -> str:
     return f"{path}: " + ".".join(keys)
 
 
 def _parse_pin(path: Path, name: str, raw: object, unpinned_ok: bool) -> Pin:
-    if not _PIN_NAME.match(name):
+    if not _PIN_NAME.fullmatch(name):
         raise ConfigError(
             f"{_where(path, 'pins')}: {name!r}: not a valid pin name",
             hint="a pin name is up to 100 letters, digits, '.', '_' or '-', starting with a "
@@ -104,27 +123,30 @@ def _parse_pin(path: Path, name: str, raw: object, unpinned_ok: bool) -> Pin:
             hint="use `url:` for one location, `urls:` for a list of mirrors tried in order",
         )
     urls = [raw["url"]] if "url" in raw else raw["urls"]
-    if (
-        not isinstance(urls, list)
-        or not urls
-        or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls)
-    ):
-        key = "url" if "url" in raw else "urls"
+    key = "url" if "url" in raw else "urls"
+    if not isinstance(urls, list) or not urls:
         raise ConfigError(
             f"{_where(path, 'pins', name, key)}: expected http(s) URL(s), got {raw[key]!r}",
             hint="write full http:// or https:// URLs",
         )
+    for url in urls:
+        if problem := url_problem(url):
+            raise ConfigError(
+                f"{_where(path, 'pins', name, key)}: expected http(s) URL(s), got {url!r}: "
+                f"{problem}",
+                hint="write full http:// or https:// URLs",
+            )
     sha256 = raw.get("sha256")
     if unpinned_ok and sha256 in (None, ""):
         sha256 = ""
-    elif not isinstance(sha256, str) or not _HEX64.match(sha256):
+    elif not isinstance(sha256, str) or not _HEX64.fullmatch(sha256):
         raise ConfigError(
             f"{_where(path, 'pins', name, 'sha256')}: expected 64 lowercase hex digits, "
             f"got {sha256!r}",
             hint=f"run `opforge pins update {name}` to record the digest of the file as served",
         )
     md5 = raw.get("md5")
-    if md5 is not None and (not isinstance(md5, str) or not _HEX32.match(md5)):
+    if md5 is not None and (not isinstance(md5, str) or not _HEX32.fullmatch(md5)):
         raise ConfigError(
             f"{_where(path, 'pins', name, 'md5')}: expected 32 lowercase hex digits, got {md5!r}",
             hint="md5 is an optional legacy digest; fix it or remove the key",
@@ -136,9 +158,7 @@ def _parse_pin(path: Path, name: str, raw: object, unpinned_ok: bool) -> Pin:
             hint="size is optional; fix it or remove the key",
         )
     index = raw.get("index")
-    if index is not None and not (
-        isinstance(index, str) and index.startswith(("http://", "https://"))
-    ):
+    if index is not None and url_problem(index):
         raise ConfigError(
             f"{_where(path, 'pins', name, 'index')}: expected the URL of a simple package index, "
             f"got {index!r}",
@@ -146,7 +166,10 @@ def _parse_pin(path: Path, name: str, raw: object, unpinned_ok: bool) -> Pin:
         )
     description = raw.get("description")
     if description is not None and not isinstance(description, str):
-        raise ConfigError(f"{_where(path, 'pins', name, 'description')}: expected text")
+        raise ConfigError(
+            f"{_where(path, 'pins', name, 'description')}: expected text",
+            hint="quote the description, or remove the key",
+        )
     return Pin(name, tuple(urls), sha256, md5, size, index, description)
 
 
@@ -174,7 +197,10 @@ def load_pins(path: Path, *, unpinned_ok: bool = False) -> PinSet:
         )
     raw_pins = data["pins"] or {}
     if not isinstance(raw_pins, dict):
-        raise ConfigError(f"{path}: pins: expected a mapping of name -> pin")
+        raise ConfigError(
+            f"{path}: pins: expected a mapping of name -> pin",
+            hint="write each pin as `NAME: {url: ..., sha256: ...}` under `pins:`",
+        )
     pins = {}
     for name, raw in raw_pins.items():
         if not isinstance(name, str):

@@ -8,18 +8,21 @@ import yaml
 
 from opforge.errors import ConfigError
 from opforge.yamledit import find, render, rewrite_file
-from opforge.yamlfile import parse_yaml
+from opforge.yamlfile import parse_yaml, read_text_file
 
 
 def rewrite_pin(path: Path, name: str, changes: dict[str, str | int]) -> None:
     """Set ``changes`` (keys among sha256, md5, size) on pin ``name``; the keys must exist."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text_file(path)
     # Check the text as read now with the shared loader: with a duplicate key, the node found
     # below could be another entry than the pin validated before the download.
     parse_yaml(path, text)
     pin_node = find(yaml.compose(text), "pins", name)
     if pin_node is None:
-        raise ConfigError(f"{path}: pins.{name}: not found")
+        raise ConfigError(
+            f"{path}: pins.{name}: not found",
+            hint="the file changed while the pin was downloaded; run the update again",
+        )
     edits = []
     for key, value in changes.items():
         node = find(pin_node, key)

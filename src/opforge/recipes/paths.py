@@ -22,6 +22,8 @@ def lexical_problem(value: str, inside: str) -> str | None:
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         return f"{value!r} contains a control character"
     path = PurePosixPath(value)
+    if not path.parts:
+        return f"{value!r} names the directory itself; a pattern names files in it (e.g. '**/*')"
     if path.is_absolute() or value.startswith("~"):
         return f"{value!r} is an absolute path; paths here are relative to {inside}"
     if ".." in path.parts:
@@ -45,9 +47,11 @@ def link_problem(root: Path, pattern: str) -> str | None:
             problem = _check_link(path, root, real_root)
             if problem:
                 return problem
-    if len(literal) == len(parts) or not start.is_dir() or start.is_symlink():
+    if len(literal) == len(parts) or not start.is_dir():
         return None
-    for directory, dirnames, filenames in os.walk(start):
+    # A link as the start (checked above to stay inside) is walked at its target: the glob
+    # follows it, and then every link below it.
+    for directory, dirnames, filenames in os.walk(start.resolve() if start.is_symlink() else start):
         for name in (*dirnames, *filenames):
             path = Path(directory, name)
             if path.is_symlink():
@@ -68,7 +72,8 @@ def _literal_prefix(parts: tuple[str, ...]) -> list[str]:
 
 def _check_link(path: Path, root: Path, real_root: Path) -> str | None:
     target = path.resolve()
-    shown = path.relative_to(root).as_posix()
+    inside = root if path.is_relative_to(root) else real_root
+    shown = path.relative_to(inside).as_posix()
     if not _inside(target, real_root):
         return f"{shown} is a link to {target}, outside the project"
     if target.is_dir() and _inside(path.parent.resolve(), target):

@@ -15,7 +15,9 @@ REMOVED_KEYS = {
 PROFILES = ("cpu", "gpu")
 TOOLS = ("cmake", "ninja", "c++", "nvcc")
 
-_NAME = {"type": "string", "pattern": "^[a-z][a-z0-9-]*$"}
+# A name becomes directory and wheel names: at most 64 characters. jsonschema searches patterns
+# with Python's re, where `$` also matches before a final newline: `\\Z` is the true end.
+_NAME = {"type": "string", "pattern": "^[a-z][a-z0-9-]{0,63}\\Z"}
 _OPTIONS = {
     "type": "object",
     "additionalProperties": {"type": ["string", "boolean", "integer"]},
