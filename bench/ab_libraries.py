@@ -1,10 +1,11 @@
-"""A/B of kernel-library builds on one GPU: bench/gpu_new_ops.py's cases for each library in turn,
+"""A/B of kernel-library builds on one GPU: bench/gpu_new_ops.py's cases (and bench/gpu.py's
+argmax cases, group `argmax`) for each library in turn,
 alternating over several rounds in one process, so two builds are compared on the same card, the
 same clocks and the same data sizes (between separate runs a row moves by up to 5%).
 
 Run on a CUDA machine with two or more builds of libopforge_kernels.so:
     python bench/ab_libraries.py --library base=PATH --library new=PATH [--rounds 3]
-        [--only norm|gelu|binary ...] [--out DIR]
+        [--only norm|gelu|binary|argmax ...] [--out DIR]
 Each round times every library (the order rotating from round to round), each case checked
 against torch's output as gpu_new_ops does; the table gives, per case and library, the median
 time over the rounds, its spread (min-max) and % of the device-to-device copy rate. Writes a new
@@ -19,6 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
+import gpu
 import gpu_new_ops
 import torch
 from gpu import TOLERANCE
@@ -29,6 +31,7 @@ from opforge.kernels.abi import KernelLibrary
 from opforge.kernels.signatures import c_signatures
 
 REPO = Path(__file__).resolve().parent.parent
+GROUPS = (*gpu_new_ops.GROUPS, "argmax")
 
 
 def named_library(text: str) -> tuple[str, Path]:
@@ -43,6 +46,40 @@ def within_tolerance(row: dict) -> bool:
     """Whether every output of a row matched torch's within the dtype's tolerance."""
     limit = TOLERANCE[row["dtype"]]
     return all(err == err and err <= limit for err in row["max_rel_err"].values())
+
+
+def _argmax_rows(lib: KernelLibrary) -> list[dict]:
+    """bench/gpu.py's argmax cases (a whole tensor, dim 0, dim -1), as rows like
+    gpu_new_ops' (``correct``: every index torch's)."""
+    bench = gpu.Bench(lib, gpu.copy_bandwidth(1 << 28))
+    bench.argmax("argmax whole tensor", torch.randn(1 << 28, device="cuda"), None)
+    bench.argmax("argmax dim 0", torch.randn(4096, 32768, device="cuda"), 0)
+    bench.argmax("argmax dim -1", torch.randn(4096, 32768, device="cuda"), -1)
+    return [
+        {
+            "op": r["case"],
+            "size": r["size"],
+            "dtype": r["dtype"],
+            "floor_ms": r["bytes"] / (bench.copy_bw * 1e9),
+            "ours_ms": r["ours_ms"],
+            "correct": r["correct"],
+        }
+        for r in bench.rows
+    ]
+
+
+def run_groups(lib: KernelLibrary, groups: tuple[str, ...]) -> list[dict]:
+    """One library's rows for ``groups``, each with ``correct`` set."""
+    new_ops = tuple(g for g in groups if g in gpu_new_ops.GROUPS)
+    rows = []
+    if new_ops:
+        rows += [
+            {**r, "correct": within_tolerance(r)}
+            for r in gpu_new_ops.run(lib, False, new_ops)["rows"]
+        ]
+    if "argmax" in groups:
+        rows += _argmax_rows(lib)
+    return rows
 
 
 def summarise(runs: list[dict]) -> list[dict]:
@@ -103,9 +140,9 @@ def main() -> int:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=gpu_new_ops.GROUPS,
+        choices=GROUPS,
         default=["norm"],
-        help="groups of gpu_new_ops' cases to time (default: norm)",
+        help="groups of cases to time: gpu_new_ops' groups, or argmax (default: norm)",
     )
     parser.add_argument("--out", default=str(REPO / "bench" / "results"))
     args = parser.parse_args()
@@ -122,8 +159,8 @@ def main() -> int:
         shift = number % len(names)
         for name in names[shift:] + names[:shift]:
             print(f"round {number + 1}, {name}:", flush=True)
-            result = gpu_new_ops.run(libraries[name], False, tuple(args.only))
-            runs.append({"round": number + 1, "library": name, **result})
+            rows = run_groups(libraries[name], tuple(args.only))
+            runs.append({"round": number + 1, "library": name, "rows": rows})
     summary = summarise(runs)
     props = torch.cuda.get_device_properties(0)
     document = {
@@ -141,7 +178,7 @@ def main() -> int:
         f"{run['library']}: {row['op']} {row['size']} {row['dtype']}"
         for run in runs
         for row in run["rows"]
-        if not within_tolerance(row)
+        if not row["correct"]
     ]
     for line in wrong:
         print(f"output off against torch: {line}", file=sys.stderr)

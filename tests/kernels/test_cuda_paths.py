@@ -164,6 +164,11 @@ CONFORMANCE = [
         for d in ("float32", "bfloat16")
         for v in ("normal", "ties", "nan")
     ],
+    # One row of 300 segments: their merge loads eight per lane at a time, then the rest
+    *[
+        case("argmax", (1, 300 * 16384 + 7), "float32", values=v, dim=-1, keepdim=False)
+        for v in ("normal", "ties")
+    ],
     case("argmax", (8, 100000), "float32", dim=0, keepdim=False),
     case("argmax", (4, 500, 33), "float16", values="ties", dim=1, keepdim=False),
     case("argmax", (4, 500, 32), "float32", dim=1, keepdim=True),

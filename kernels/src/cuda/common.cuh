@@ -263,6 +263,16 @@ __device__ __forceinline__ void wait_for_prior_grid() {
 #endif
 }
 
+// Lets the kernel launched after this one by `launch_overlapped` start now rather than when
+// this one's blocks exit: it takes a place on an SM and waits in `wait_for_prior_grid`, so
+// neither its launch nor its blocks' start is left for after this kernel. For a kernel whose
+// successor is small (a merge of partial results) and whose blocks fill the GPU in waves.
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 template <class Kernel, class... Args>
 opforge_status launch_overlapped(const char* op, const DeviceInfo& dev, Kernel kernel, dim3 grid,
                                  dim3 block, size_t smem, cudaStream_t s, Args... args) {
