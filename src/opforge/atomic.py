@@ -15,8 +15,8 @@ from opforge.errors import ConfigError
 def replacing(path: Path, *, keep_mode: bool = False) -> Iterator[Path]:
     """A temporary path beside ``path`` for the caller to write; renamed over ``path`` when the
     block ends, removed if it raises. ``keep_mode``: the new file gets the old one's permissions
-    (mkstemp creates 0600). A symbolic link at ``path`` is kept: its target is replaced."""
-    path = Path(os.path.realpath(path))
+    (mkstemp creates 0600). A symbolic link at ``path`` is replaced, never written through: a
+    link in a clone must not carry a write out of the project."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)

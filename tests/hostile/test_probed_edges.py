@@ -116,6 +116,28 @@ def test_ci_render_does_not_write_through_a_link_out_of_the_project(tmp_path):
     assert tree(outside) == {}
 
 
+def test_ci_render_refuses_a_loop_of_links(tmp_path):
+    project = _project_copy(tmp_path)
+    workflow = project / ".github" / "workflows" / "nightly.yml"
+    workflow.unlink()
+    workflow.symlink_to("nightly.yml")
+    result = opforge("--project", str(project), "ci", "render")
+    assert_one_line_error(result, "loop of symbolic links")
+
+
+def test_a_build_record_that_is_a_link_is_replaced_not_written_through(tmp_path):
+    from opforge.build.record import BuildRecord
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me\n")
+    record_path = tmp_path / "dist" / "build-record.json"
+    record_path.parent.mkdir()
+    record_path.symlink_to(outside)
+    BuildRecord(record_path).save()
+    assert outside.read_text() == "keep me\n"
+    assert not record_path.is_symlink() and json.loads(record_path.read_text())["targets"] == {}
+
+
 @pytest.mark.parametrize("pattern", [".", "./"])
 def test_a_recipe_globbing_the_project_root_itself_is_refused(tmp_path, pattern):
     project = _project_copy(tmp_path)
@@ -143,6 +165,16 @@ def test_a_link_through_a_link_in_the_project_is_still_checked(tmp_path):
     recipe.write_text(recipe.read_text().replace("sources:\n", "sources:\n  - lk/a/*/passwd\n", 1))
     result = opforge("--project", str(project), "recipes", "validate")
     assert_one_line_error(result, "outside the project")
+
+
+def test_a_link_below_a_linked_directory_is_checked(tmp_path):
+    project = _project_copy(tmp_path)
+    (project / "other").mkdir()
+    (project / "other" / "evil.c").symlink_to("/etc/passwd")
+    # Reached by the recipe's kernels/src/**/* through a link that itself stays inside.
+    (project / "kernels" / "src" / "l").symlink_to("../../other")
+    result = opforge("--project", str(project), "recipes", "validate")
+    assert_one_line_error(result, "evil.c", "outside the project")
 
 
 def test_pins_update_fills_an_empty_digest_as_valid_yaml(file_server, tmp_path):

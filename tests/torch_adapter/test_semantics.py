@@ -138,6 +138,11 @@ def test_a_complex_zero_dim_operand_is_refused_not_made_real(op, dtype):
             op(a, b)
 
 
+def test_a_float8_tensor_beside_a_complex_one_is_refused_in_one_line():
+    with pytest.raises(TypeError, match=r"opforge\.torch\.mul: the result dtype would be"):
+        ot.mul(torch.zeros(2).to(torch.float8_e4m3fn), torch.tensor(1 + 2j))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_add_refuses_results_opforge_does_not_compute(device):
     ints = torch.arange(4, device=device)

@@ -127,11 +127,13 @@ def sync_workflow(root: Path, matrix: Matrix, *, check: bool) -> None:
     """Write the workflow under ``root`` when it differs from ``matrix``'s rendering; with
     ``check``, raise ``ConfigError`` instead."""
     path = root / WORKFLOW_PATH
-    if not path.resolve().is_relative_to(root.resolve()):
-        raise ConfigError(
-            f"{WORKFLOW_PATH} leads out of the project, to {path.resolve()}",
-            hint=f"remove the link: {WORKFLOW_PATH} is a file of the project",
-        )
+    hint = f"remove the link: {WORKFLOW_PATH} is a file of the project"
+    try:
+        target = path.resolve()
+    except (RuntimeError, OSError):  # a loop of links (Python 3.11 raises RuntimeError)
+        raise ConfigError(f"{WORKFLOW_PATH} is a loop of symbolic links", hint=hint) from None
+    if not target.is_relative_to(root.resolve()):
+        raise ConfigError(f"{WORKFLOW_PATH} leads out of the project, to {target}", hint=hint)
     text = render(matrix)
     try:
         current = read_text_file(path)

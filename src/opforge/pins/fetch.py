@@ -357,7 +357,10 @@ class Fetcher:
         except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
             budget.check()
             raise _Transient(f"transfer interrupted ({type(exc).__name__})") from None
-        except OSError as exc:  # requests, before connecting: a CA bundle path naming nothing
+        except OSError as exc:
+            if "CA certificate bundle" not in str(exc):
+                raise _Transient(f"transfer interrupted ({type(exc).__name__})") from None
+            # requests, before connecting: REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE naming nothing.
             raise PinError(
                 mask_credentials(f"pin {pin.name}: cannot download {url}: {exc}"),
                 hint="point REQUESTS_CA_BUNDLE (or CURL_CA_BUNDLE) at a CA bundle file or "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import yaml
@@ -12,7 +13,11 @@ from opforge.yamlfile import parse_yaml, read_text_file
 
 
 def rewrite_pin(path: Path, name: str, changes: dict[str, str | int]) -> None:
-    """Set ``changes`` (keys among sha256, md5, size) on pin ``name``; the keys must exist."""
+    """Set ``changes`` (keys among sha256, md5, size) on pin ``name``; the keys must exist.
+
+    A pins file given as a link (``--pins link.yaml``) is updated where it points, the link
+    kept: the target is the pins file just read and checked, and only its digests change."""
+    path = Path(os.path.realpath(path))
     text = read_text_file(path)
     # Check the text as read now with the shared loader: with a duplicate key, the node found
     # below could be another entry than the pin validated before the download.

@@ -49,9 +49,16 @@ def link_problem(root: Path, pattern: str) -> str | None:
                 return problem
     if len(literal) == len(parts) or not start.is_dir():
         return None
-    # A link as the start (checked above to stay inside) is walked at its target: the glob
-    # follows it, and then every link below it.
-    for directory, dirnames, filenames in os.walk(start.resolve() if start.is_symlink() else start):
+    # Globbing follows links to directories (`*` parts too), so the walk does: a link as the
+    # start, or below it, that stays inside (checked before the walk enters it) is walked at
+    # its target, each real directory once, so that links between siblings cannot loop.
+    seen: set[str] = set()
+    for directory, dirnames, filenames in os.walk(start, followlinks=True):
+        real = os.path.realpath(directory)
+        if real in seen:
+            dirnames[:] = []
+            continue
+        seen.add(real)
         for name in (*dirnames, *filenames):
             path = Path(directory, name)
             if path.is_symlink():

@@ -419,7 +419,8 @@ def _combine(higher: torch.dtype | None, lower: torch.dtype | None) -> torch.dty
     if higher.is_complex:
         return higher
     if lower is not None and lower.is_complex:
-        return _TO_COMPLEX[higher] if higher.is_floating_point else lower
+        # float8 has no complex type: torch refuses the pair, and so does the caller.
+        return _TO_COMPLEX.get(higher, lower) if higher.is_floating_point else lower
     if higher.is_floating_point:
         return higher
     if lower is not None and (higher == torch.bool or lower.is_floating_point):
