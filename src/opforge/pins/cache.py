@@ -91,22 +91,28 @@ class ContentCache:
         """Create the cache directories, with a clear error when that is not possible."""
         self.check_root()
         for directory in (self.blobs, self.tmp):
-            try:
-                directory.mkdir(parents=True, exist_ok=True)
-            except FileExistsError:
-                pass  # something that is not a directory: _check_directory names it
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot create cache directory {directory}: {exc.strerror}",
-                    hint=_WRITABLE_HINT,
-                ) from None
-            self._check_directory(directory)
+            self._make_directory(directory)
         self._drop_stale_partials()
+
+    @classmethod
+    def _make_directory(cls, directory: Path) -> None:
+        """Create ``directory`` of the cache (and its parents) unless there; ``ConfigError``
+        when that fails or what stands there is not a directory of its own."""
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            pass  # something that is not a directory: _check_directory names it
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create cache directory {directory}: {exc.strerror}",
+                hint=_WRITABLE_HINT,
+            ) from None
+        cls._check_directory(directory)
 
     @staticmethod
     def _check_directory(directory: Path) -> None:
         # Links inside the cache are refused: the stale-partial sweep deletes files in tmp/, and
-        # it must never delete them somewhere else.
+        # verify removes corrupt files in the shard folders; neither may act somewhere else.
         info = directory.lstat()
         if stat.S_ISLNK(info.st_mode):
             raise ConfigError(
@@ -298,16 +304,7 @@ class ContentCache:
     def commit(self, temp: Path, pin: Pin) -> Path:
         """Move a verified temporary file into place, atomically."""
         dest = self.path_for(pin)
-        try:
-            dest.parent.mkdir(exist_ok=True)
-        except FileExistsError:
-            pass  # something that is not a directory: _check_directory names it
-        except OSError as exc:
-            raise PinError(
-                f"pin {pin.name}: cannot create cache directory {dest.parent}: {exc.strerror}",
-                hint=_WRITABLE_HINT,
-            ) from None
-        self._check_directory(dest.parent)
+        self._make_directory(dest.parent)
         try:
             os.chmod(temp, 0o444)
             os.replace(temp, dest)

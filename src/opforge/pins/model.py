@@ -158,10 +158,10 @@ def _parse_pin(path: Path, name: str, raw: object, unpinned_ok: bool) -> Pin:
             hint="size is optional; fix it or remove the key",
         )
     index = raw.get("index")
-    if index is not None and url_problem(index):
+    if index is not None and (problem := url_problem(index)):
         raise ConfigError(
             f"{_where(path, 'pins', name, 'index')}: expected the URL of a simple package index, "
-            f"got {index!r}",
+            f"got {index!r}: {problem}",
             hint="e.g. index: https://pypi.org/simple",
         )
     description = raw.get("description")

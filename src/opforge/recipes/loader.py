@@ -69,12 +69,8 @@ def _describe(error: jsonschema.ValidationError) -> list[tuple[str, str]]:
         expected = " or ".join(expected) if isinstance(expected, list) else expected
         return [(_key_path(where), f"expected {expected}, got {type(error.instance).__name__}")]
     if error.validator == "pattern":
-        return [
-            (
-                _key_path(where),
-                f"{error.instance!r} must be up to 64 lowercase letters, digits and '-', starting with a letter",
-            )
-        ]
+        rule = "up to 64 lowercase letters, digits and '-', starting with a letter"
+        return [(_key_path(where), f"{error.instance!r} must be {rule}")]
     return [(_key_path(where), error.message)]
 
 
