@@ -345,18 +345,8 @@ def test_back_to_back_launches_see_each_others_writes(gpu_library, dtype):
             **common,
         )
         layer_norm(a, b, mean3, rstd3)
-        gpu_library.call(
-            "layer_norm_backward",
-            dy=desc(b),
-            x=desc(a),
-            mean=desc(mean3),
-            rstd=desc(rstd3),
-            weight=desc(w),
-            dx=desc(dx),
-            dweight=desc(dw),
-            dbias=desc(db),
-            **common,
-        )
+        backward_inputs = [b, a, mean3, rstd3, w]
+        _layer_norm_backward(gpu_library, backward_inputs, dx, dw, db, common["stream"])
         torch.cuda.synchronize()
         # The first call's output is overwritten by the third's: its reference, rounded as ours.
         first = ref_layer_norm(before, [n], wd, bd, eps)["y"]
@@ -366,16 +356,7 @@ def test_back_to_back_launches_see_each_others_writes(gpu_library, dtype):
         third = ref_layer_norm(a.double().cpu().numpy(), [n], wd, bd, eps)
         for name, ours in (("y", b), ("mean", mean3), ("rstd", rstd3)):
             expect(name, "layer_norm", ours, third[name])
-        backward = ref_layer_norm_backward(
-            b.double().cpu().numpy(),
-            a.double().cpu().numpy(),
-            [n],
-            mean3.double().cpu().numpy(),
-            rstd3.double().cpu().numpy(),
-            wd,
-        )
-        for name, ours in (("dx", dx), ("dweight", dw), ("dbias", db)):
-            expect(name, "layer_norm_backward", ours, backward[name])
+        _expect_backward(backward_inputs, dx, dw, db, f"layer_norm_backward[{dtype}]")
 
 
 def _backward_inputs(rows: int, n: int, dtype: str, seed: int) -> list:
