@@ -393,9 +393,9 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    """Benchmark, print the table, save the JSON."""
-    parser = argparse.ArgumentParser(description=__doc__)
+def bench_options(description: str) -> argparse.ArgumentParser:
+    """The options of a benchmark of one kernel library: --library, --out, --quick."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--library", default=str(REPO / "dist" / "gpu" / "lib" / "libopforge_kernels.so")
     )
@@ -403,15 +403,27 @@ def main() -> int:
         "--out", default=str(REPO / "bench" / "results"), help="directory for the JSON"
     )
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
-    args = parser.parse_args()
+    return parser
+
+
+def library_on_device(script: str, path: str) -> KernelLibrary | None:
+    """The kernel library at ``path`` with the op table's signatures; None, once ``script`` has
+    said why on stderr, where torch sees no CUDA device."""
     if not torch.cuda.is_available():
         print(
-            "bench/gpu.py needs a CUDA device (torch.cuda.is_available() is False)", file=sys.stderr
+            f"bench/{script} needs a CUDA device (torch.cuda.is_available() is False)",
+            file=sys.stderr,
         )
+        return None
+    return KernelLibrary(Path(path), c_signatures(optable.load(REPO / "kernels" / "ops.yaml")))
+
+
+def main() -> int:
+    """Benchmark, print the table, save the JSON."""
+    args = bench_options(__doc__).parse_args()
+    lib = library_on_device("gpu.py", args.library)
+    if lib is None:
         return 2
-    lib = KernelLibrary(
-        Path(args.library), c_signatures(optable.load(REPO / "kernels" / "ops.yaml"))
-    )
     result = run(lib, args.quick)
     print(table(result))
     save(result, "gpu", result["device"], Path(args.out))

@@ -17,21 +17,17 @@ the backward's two-stage reduction, which are part of what is being measured).
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from gpu import copy_bandwidth, desc, max_rel_err, time_ms
+from gpu import bench_options, copy_bandwidth, desc, library_on_device, max_rel_err, time_ms
 from results_file import save
 
-from opforge.kernels import optable
 from opforge.kernels.abi import KernelLibrary
-from opforge.kernels.signatures import c_signatures
 
-REPO = Path(__file__).resolve().parent.parent
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 NORM_SHAPES = [(16384, 4096), (4096, 8192)]
 EPS = 1e-5
@@ -301,14 +297,7 @@ def table(result: dict) -> str:
 
 def main() -> int:
     """Benchmark, print the table, save the JSON."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--library", default=str(REPO / "dist" / "gpu" / "lib" / "libopforge_kernels.so")
-    )
-    parser.add_argument(
-        "--out", default=str(REPO / "bench" / "results"), help="directory for the JSON"
-    )
-    parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    parser = bench_options(__doc__)
     parser.add_argument(
         "--only",
         nargs="+",
@@ -317,14 +306,9 @@ def main() -> int:
         help="run only these groups of ops (norm: layer_norm and rms_norm)",
     )
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print(
-            "bench/gpu_new_ops.py needs a CUDA device (torch.cuda.is_available() is False)",
-            file=sys.stderr,
-        )
+    lib = library_on_device("gpu_new_ops.py", args.library)
+    if lib is None:
         return 2
-    table_path = REPO / "kernels" / "ops.yaml"
-    lib = KernelLibrary(Path(args.library), c_signatures(optable.load(table_path)))
     result = run(lib, args.quick, tuple(args.only))
     print(table(result))
     save(result, "gpu-new-ops", result["device"], Path(args.out))

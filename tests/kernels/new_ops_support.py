@@ -352,6 +352,14 @@ class NormSpec:
         return self.shape[len(self.shape) - self.k :]
 
     @property
+    def id(self) -> str:
+        """The case's test id: dtype, shape, k, parameter dtypes and layouts."""
+        return (
+            f"{self.dtype}-{'x'.join(map(str, self.shape))}-k{self.k}-w{self.weight}-b{self.bias}-"
+            f"{self.data_layout}-{self.out_layout}-{self.stats_layout}-{self.param_layout}"
+        )
+
+    @property
     def lead(self) -> tuple[int, ...]:
         """The leading dims (the shape of the statistics)."""
         return self.shape[: len(self.shape) - self.k]

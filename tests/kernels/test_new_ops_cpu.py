@@ -219,18 +219,11 @@ def norm_specs(dtype: str) -> list[NormSpec]:
     ]
 
 
-def _spec_id(spec: NormSpec) -> str:
-    return (
-        f"{'x'.join(map(str, spec.shape))}-k{spec.k}-w{spec.weight}-b{spec.bias}-"
-        f"{spec.data_layout}-{spec.out_layout}-{spec.stats_layout}-{spec.param_layout}"
-    )
-
-
 @pytest.mark.parametrize("op", list(NORM_CASES))
 @pytest.mark.parametrize(
     "spec",
     [s for d in DTYPES for s in norm_specs(d)],
-    ids=lambda s: f"{s.dtype}-{_spec_id(s)}",
+    ids=lambda s: s.id,
 )
 def test_norm(cpu_library, op, spec):
     check(NORM_CASES[op](spec), cpu_library)

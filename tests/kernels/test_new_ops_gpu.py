@@ -261,15 +261,8 @@ def gpu_norm_specs(dtype: str) -> list[NormSpec]:
     ]
 
 
-def _spec_id(spec: NormSpec) -> str:
-    return (
-        f"{spec.dtype}-{'x'.join(map(str, spec.shape))}-k{spec.k}-w{spec.weight}-b{spec.bias}-"
-        f"{spec.data_layout}-{spec.out_layout}-{spec.stats_layout}-{spec.param_layout}"
-    )
-
-
 @pytest.mark.parametrize("op", list(NORM_CASES))
-@pytest.mark.parametrize("spec", [s for d in DTYPES for s in gpu_norm_specs(d)], ids=_spec_id)
+@pytest.mark.parametrize("spec", [s for d in DTYPES for s in gpu_norm_specs(d)], ids=lambda s: s.id)
 def test_norm(gpu_library, op, spec):
     check(NORM_CASES[op](spec, device="cuda"), gpu_library)
 
