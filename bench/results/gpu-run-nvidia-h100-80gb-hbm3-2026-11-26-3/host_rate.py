@@ -1,15 +1,16 @@
 """Host time per call against GPU time per call, for the norm cases of bench/gpu_new_ops.py:
 whether back-to-back timing of a library is bound by the host (Python + C ABI + CUDA API)."""
+
 import sys
 import time
 
 sys.path.insert(0, "bench")
-import gpu_new_ops  # noqa: E402
-import torch  # noqa: E402
+import gpu_new_ops
+import torch
 
-from opforge.kernels import optable  # noqa: E402
-from opforge.kernels.abi import KernelLibrary  # noqa: E402
-from opforge.kernels.signatures import c_signatures  # noqa: E402
+from opforge.kernels import optable
+from opforge.kernels.abi import KernelLibrary
+from opforge.kernels.signatures import c_signatures
 
 
 class HostBench(gpu_new_ops.Bench):
@@ -30,7 +31,9 @@ class HostBench(gpu_new_ops.Bench):
             t1 = time.perf_counter()
             end.record()
             end.synchronize()
-            line.append(f"{name}: host {(t1 - t0) / n * 1e6:6.1f} us, gpu {start.elapsed_time(end) / n * 1e3:6.1f} us")
+            line.append(
+                f"{name}: host {(t1 - t0) / n * 1e6:6.1f} us, gpu {start.elapsed_time(end) / n * 1e3:6.1f} us"
+            )
         print("  ".join(line), flush=True)
 
 
