@@ -241,7 +241,7 @@ def test_running_statistics_that_require_grad_are_refused_before_anything_runs(t
     x = torch.randn(4, 3, device=device)
     rv = torch.rand(3, device=device) + 0.5
     rm = torch.zeros(3, device=device, requires_grad=True)
-    message = r"^opforge::batch_norm: running_mean is updated in place and is not differentiable"
+    message = r"^opforge::batch_norm: running_mean is not differentiable \(the op updates it in"
     with pytest.raises(RuntimeError, match=message):
         ot.batch_norm(x, rm, rv, training=training)
     with pytest.raises(RuntimeError, match=message):
@@ -804,6 +804,17 @@ ARGUMENT_ERRORS = [
         OverflowError,
         "opforge.torch.add: alpha 18446744073709551616 does not fit 64 bits",
     ),
+    # From NumPy, torch reads integers as int64: a uint64 past it is refused.
+    (
+        lambda x: ot.mul(np.uint64(2**63), x),
+        TypeError,
+        "opforge.torch.mul: an int operand numpy.uint64(9223372036854775808) is past 2**63 - 1",
+    ),
+    (
+        lambda x: ot.add(x, x, alpha=np.uint64(2**64 - 1)),
+        TypeError,
+        "opforge.torch.add: alpha numpy.uint64(18446744073709551615) is past 2**63 - 1",
+    ),
 ]
 
 
@@ -834,7 +845,9 @@ def test_an_alpha_torch_cannot_convert_is_refused_as_torch_refuses_it(dtype, alp
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("value", [2**64 - 1, -(2**63)])
+@pytest.mark.parametrize(
+    "value", [2**64 - 1, -(2**63), np.uint64(2**63 - 1), np.uint32(2**32 - 1), np.int64(-(2**63))]
+)
 @pytest.mark.parametrize("op", ["add", "mul"])
 def test_int_operands_that_fit_64_bits_match_torch(op, value, device):
     x = torch.linspace(-2, 2, 5, device=device)

@@ -176,8 +176,8 @@ def refuse_grad_of_updated(op: str, updated: dict) -> None:
     for name, t in updated.items():
         if isinstance(t, _Tensor) and t.requires_grad and _grad_enabled():
             raise RuntimeError(
-                f"opforge::{op.removeprefix('opforge::')}: {name} is updated in place and is not "
-                "differentiable: it cannot have requires_grad=True (detach it)"
+                f"opforge::{op.removeprefix('opforge::')}: {name} is not differentiable (the op "
+                "updates it in place when training): it cannot have requires_grad=True (detach it)"
             )
 
 
@@ -493,7 +493,18 @@ def _scalar(value, dtype: torch.dtype, device) -> torch.Tensor:
 
 def require_64_bits(function: str, what: str, value) -> None:
     """Refuse an int past 64 bits as torch does ("int too big to convert", without naming the
-    call): torch takes -2**63 to 2**64 - 1, signed or not."""
+    call): torch takes -2**63 to 2**64 - 1, signed or not, from Python; from NumPy, whose
+    integers it reads as int64, it refuses a uint64 past 2**63 - 1 ("an integer is required")."""
+    if (
+        type(value).__module__ == "numpy"
+        and getattr(getattr(value, "dtype", None), "kind", "") == "u"
+        and not _is_array(value)
+        and int(value) >= 2**63
+    ):
+        raise TypeError(
+            f"opforge.torch.{function}: {what} numpy.{type(value).__name__}({value}) is past "
+            "2**63 - 1, which torch does not take from NumPy; pass a Python int"
+        )
     if isinstance(value, int) and not -(2**63) <= value < 2**64:
         # str() of a huge int is slow, and refused past 4300 digits.
         shown = str(value) if abs(value) < 10**20 else f"of {abs(value).bit_length()} bits"
@@ -530,6 +541,8 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
     ):
         # The usual mixed call, x * 0.5: the number leaves the tensor's dtype as it is.
         return _converted(name, a, b, a.dtype, a.device)
+    for value in (a, b):
+        require_64_bits(name, "an int operand", value)
     a, b = _plain_number(a), _plain_number(b)
     if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor):
         raise TypeError(f"opforge.torch.{name}: give at least one tensor, got {a!r} and {b!r}")
@@ -539,7 +552,6 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
                 f"opforge.torch.{name}: operands are tensors or Python numbers, got "
                 f"{type(value).__name__}"
             )
-        require_64_bits(name, "an int operand", value)
         if isinstance(value, torch.Tensor) and value.is_quantized:
             # torch's promote_types refuses quantized dtypes in a many-line message.
             raise _other_backend(f"opforge::{name}", f"Quantized{value.device.type.upper()}")
