@@ -152,17 +152,12 @@ cudaError_t allow_smem(Kernel kernel, const DeviceInfo& dev) {
 
 // Whether clusters of `cluster` blocks of `kernel` with `smem` bytes each can run at all here.
 // Clusters above the portable size are allowed for the kernel first (the device may still
-// refuse them: then they do not fit). A build without sm_90 code runs on Hopper from older PTX,
-// which has no cluster registers (cluster_place would trap): there they never fit.
+// refuse them: then they do not fit), and never where the build's sm_90 code does not run
+// (older PTX on Hopper has no cluster registers: cluster_place would trap).
 template <class Kernel>
 bool cluster_fits(Kernel kernel, int64_t grid, int threads, int64_t smem, int cluster,
                   const DeviceInfo& dev, cudaStream_t s) {
-#ifdef OPFORGE_CUDA_HAS_SM90
-  constexpr bool kClusterCode = true;
-#else
-  constexpr bool kClusterCode = false;
-#endif
-  if (!kClusterCode || dev.major < 9 || grid > INT32_MAX) return false;
+  if (!sm90_code_runs(dev) || grid > INT32_MAX) return false;
   if (cluster > kMaxCluster &&
       cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
           cudaSuccess) {

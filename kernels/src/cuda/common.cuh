@@ -273,6 +273,18 @@ __device__ __forceinline__ void allow_dependents() {
 #endif
 }
 
+// Whether this build's sm_90 code runs on this device: what programmatic dependent launches and
+// thread-block clusters need. A build without it (OPFORGE_CUDA_HAS_SM90, set by CMake) runs
+// Hopper from older PTX, which has neither.
+inline bool sm90_code_runs(const DeviceInfo& dev) {
+#ifdef OPFORGE_CUDA_HAS_SM90
+  return dev.major >= 9;
+#else
+  (void)dev;
+  return false;
+#endif
+}
+
 template <class Kernel, class... Args>
 opforge_status launch_overlapped(const char* op, const DeviceInfo& dev, Kernel kernel, dim3 grid,
                                  dim3 block, size_t smem, cudaStream_t s, Args... args) {
@@ -285,11 +297,7 @@ opforge_status launch_overlapped(const char* op, const DeviceInfo& dev, Kernel k
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
-#ifdef OPFORGE_CUDA_HAS_SM90
-  cfg.numAttrs = dev.major >= 9 ? 1 : 0;
-#else
-  cfg.numAttrs = 0;
-#endif
+  cfg.numAttrs = sm90_code_runs(dev) ? 1 : 0;
   const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
   if (e == cudaSuccess) return OPFORGE_OK;
   cudaGetLastError();  // reported here, not again by the next op's launch check

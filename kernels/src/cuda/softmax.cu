@@ -769,7 +769,7 @@ opforge_status softmax_rows(const char* op, const Operands<T>& a, int64_t rows, 
   if (!fits_one || smem_for(len) > kRowBlockBytes) {
     const int64_t limit = dynamic_smem_limit(clustered, dev);
     for (const int64_t cap : {std::min(kRowBlockBytes, limit), limit}) {
-      for (int blocks = 2; blocks <= kMaxCluster && dev.major >= 9; ++blocks) {
+      for (int blocks = 2; blocks <= kMaxCluster && sm90_code_runs(dev); ++blocks) {
         // Parts of a multiple of 16 elements keep each part's 16-byte phase the row's.
         const int64_t chunk = ceil_div(ceil_div(len, blocks), 16) * 16;
         if (smem_for(chunk) > cap) continue;
