@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import os
 import re
 import shutil
 import site
@@ -20,7 +19,7 @@ from opforge.dockerengine import engine_version
 from opforge.errors import ToolMissing
 from opforge.proxies import PROXY_NAMES
 from opforge.redact import mask_url
-from opforge.settings import Settings
+from opforge.settings import Settings, ca_bundle_problem
 
 
 @dataclass(frozen=True)
@@ -195,13 +194,11 @@ def run_checks(settings: Settings) -> list[Check]:
 
 
 def _ca_bundle(path: str | None) -> Check:
-    """The CA bundle downloads trust: REQUESTS_CA_BUNDLE, which requests refuses to start a
-    download with when it names nothing."""
+    """The CA bundle downloads trust (settings.ca_bundle_problem says what is wrong with it)."""
     if path is None:
         return Check("CA bundle", True, "requests default (certifi)")
-    if not os.path.exists(path):
-        return Check("CA bundle", False, f"{path} (REQUESTS_CA_BUNDLE) does not exist")
-    return Check("CA bundle", True, path)
+    problem = ca_bundle_problem(path)
+    return Check("CA bundle", problem is None, problem or path)
 
 
 def render_table(checks: list[Check]) -> str:

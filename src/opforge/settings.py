@@ -8,6 +8,7 @@ test keeps the two equal). The rest of the package receives a ``Settings`` or va
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ ENVIRONMENT: dict[str, str] = {
     "CUDNN_ROOT": "where `opforge doctor` looks for cuDNN first (as FindCUDNN does)",
     "DOCKER_HOST": "the Docker engine (read by the Docker SDK; `opforge doctor` names it)",
     "REQUESTS_CA_BUNDLE": "the CA bundle downloads trust (read by requests; `doctor` shows it)",
+    "CURL_CA_BUNDLE": "the same, where REQUESTS_CA_BUNDLE is unset (read by requests)",
 }
 
 
@@ -163,5 +165,14 @@ def resolve_settings(
         },
         cudnn_root=_path(environ.get("CUDNN_ROOT")),
         docker_host=environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST,
-        ca_bundle=environ.get("REQUESTS_CA_BUNDLE") or None,
+        # requests' own order.
+        ca_bundle=environ.get("REQUESTS_CA_BUNDLE") or environ.get("CURL_CA_BUNDLE") or None,
     )
+
+
+def ca_bundle_problem(path: str | None) -> str | None:
+    """What is wrong with the CA bundle downloads trust (REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE),
+    which requests refuses to start a download with; None when it is fine or unset."""
+    if path is not None and not os.path.exists(path):
+        return f"{path} (REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE) does not exist"
+    return None

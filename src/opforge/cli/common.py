@@ -51,6 +51,7 @@ def fetcher(args: argparse.Namespace, settings: Settings) -> Fetcher:
         deadline=args.deadline,
         max_bytes=args.max_bytes,
         progress=progress_enabled(settings.progress),
+        ca_bundle=settings.ca_bundle,
     )
     return Fetcher(
         ContentCache(settings.cache_dir), offline=args.offline, settings=options, log=err

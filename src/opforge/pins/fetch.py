@@ -30,6 +30,7 @@ from opforge.pins.cache import CacheState, ContentCache
 from opforge.pins.digest import hash_file
 from opforge.pins.model import Pin
 from opforge.redact import mask_credentials
+from opforge.settings import ca_bundle_problem
 
 _PERMANENT_STATUS = {400, 401, 403, 404, 405, 410, 451}
 _CHUNK = 1 << 20
@@ -68,6 +69,7 @@ class FetchSettings:
     deadline: float = 1800.0
     max_bytes: int = 4 << 30
     progress: bool = False
+    ca_bundle: str | None = None
 
     def __post_init__(self) -> None:
         if self.retries < 0:
@@ -318,6 +320,14 @@ class Fetcher:
         return self.cache.commit(temp, pin)
 
     def _download(self, pin: Pin, url: str, temp: Path, limit: int, budget: _Budget) -> None:
+        problem = ca_bundle_problem(self.settings.ca_bundle)
+        if problem is not None:
+            # requests would refuse each attempt, before connecting, with an OSError.
+            raise PinError(
+                mask_credentials(f"pin {pin.name}: cannot download {url}: CA bundle {problem}"),
+                hint="point REQUESTS_CA_BUNDLE (or CURL_CA_BUNDLE) at a CA bundle file or "
+                "directory, or unset it; `opforge doctor` shows the one in use",
+            )
         retries = self.settings.retries
         last: Exception | None = None
         for attempt in range(retries + 1):
@@ -357,15 +367,6 @@ class Fetcher:
         except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
             budget.check()
             raise _Transient(f"transfer interrupted ({type(exc).__name__})") from None
-        except OSError as exc:
-            if "CA certificate bundle" not in str(exc):
-                raise _Transient(f"transfer interrupted ({type(exc).__name__})") from None
-            # requests, before connecting: REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE naming nothing.
-            raise PinError(
-                mask_credentials(f"pin {pin.name}: cannot download {url}: {exc}"),
-                hint="point REQUESTS_CA_BUNDLE (or CURL_CA_BUNDLE) at a CA bundle file or "
-                "directory, or unset it; `opforge doctor` shows the one in use",
-            ) from None
 
     def _receive(
         self,
