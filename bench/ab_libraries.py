@@ -26,9 +26,7 @@ import torch
 from gpu import TOLERANCE
 from results_file import save
 
-from opforge.kernels import optable
 from opforge.kernels.abi import KernelLibrary
-from opforge.kernels.signatures import c_signatures
 
 REPO = Path(__file__).resolve().parent.parent
 GROUPS = (*gpu_new_ops.GROUPS, "argmax")
@@ -149,11 +147,12 @@ def main() -> int:
     names = [name for name, _ in args.library]
     if len(set(names)) != len(names) or len(names) < 2:
         parser.error("give two or more libraries with distinct names")
-    if not torch.cuda.is_available():
-        print("bench/ab_libraries.py needs a CUDA device", file=sys.stderr)
-        return 2
-    signatures = c_signatures(optable.load(REPO / "kernels" / "ops.yaml"))
-    libraries = {name: KernelLibrary(path, signatures) for name, path in args.library}
+    libraries = {}
+    for name, path in args.library:
+        library = gpu.library_on_device("ab_libraries.py", path)
+        if library is None:
+            return 2
+        libraries[name] = library
     runs = []
     for number in range(args.rounds):
         shift = number % len(names)

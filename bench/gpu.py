@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import statistics
 import sys
 from collections.abc import Callable
@@ -406,7 +407,12 @@ def bench_options(description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def library_on_device(script: str, path: str) -> KernelLibrary | None:
+@functools.cache
+def _signatures() -> dict:
+    return c_signatures(optable.load(REPO / "kernels" / "ops.yaml"))
+
+
+def library_on_device(script: str, path: str | Path) -> KernelLibrary | None:
     """The kernel library at ``path`` with the op table's signatures; None, once ``script`` has
     said why on stderr, where torch sees no CUDA device."""
     if not torch.cuda.is_available():
@@ -415,7 +421,7 @@ def library_on_device(script: str, path: str) -> KernelLibrary | None:
             file=sys.stderr,
         )
         return None
-    return KernelLibrary(Path(path), c_signatures(optable.load(REPO / "kernels" / "ops.yaml")))
+    return KernelLibrary(Path(path), _signatures())
 
 
 def main() -> int:

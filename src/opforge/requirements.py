@@ -8,10 +8,15 @@ from __future__ import annotations
 from packaging.requirements import InvalidRequirement, Requirement
 
 
+def has_control_character(value: str) -> bool:
+    """Whether ``value`` holds an ASCII control character (C0 or DEL)."""
+    return any(ord(c) < 0x20 or ord(c) == 0x7F for c in value)
+
+
 def one_line(value: str) -> bool:
     """Whether ``value`` can be a METADATA header value: no line break of any kind (the email
     parser splits on more than ``\\n``) and no control character."""
-    return value.splitlines() == [value] and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in value)
+    return value.splitlines() == [value] and not has_control_character(value)
 
 
 def requirement_problem(text: str) -> str | None:

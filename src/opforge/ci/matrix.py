@@ -13,6 +13,7 @@ from opforge.images.spec import Combination, load_combinations
 from opforge.yamlfile import read_yaml_file
 
 AXES = ("cuda", "cudnn", "framework")
+_MATRIX_HINT = "ci/README.md describes the matrix file; compare with the one in the repository"
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def _frameworks(path: Path, data: dict) -> list[tuple[str, tuple[str, ...]]]:
     if not isinstance(raw, list) or not raw:
         raise ConfigError(
             f"{path}: expected a non-empty `frameworks:` list",
-            hint="ci/README.md describes the matrix file; compare with the one in the repository",
+            hint=_MATRIX_HINT,
         )
     found = []
     for i, entry in enumerate(raw):
@@ -110,13 +111,13 @@ def _cudnn_per_cuda(path: Path, data: dict) -> dict[str, list[str]]:
     if not isinstance(raw, dict) or not raw:
         raise ConfigError(
             f"{path}: expected `cuda:` mapping each CUDA version to its cuDNN list",
-            hint="ci/README.md describes the matrix file; compare with the one in the repository",
+            hint=_MATRIX_HINT,
         )
     for cuda, cudnns in raw.items():
         if not isinstance(cudnns, list) or not cudnns:
             raise ConfigError(
                 f"{path}: cuda.{cuda}: expected a non-empty list of cuDNN versions",
-                hint="ci/README.md describes the matrix file; compare with the one in the repository",
+                hint=_MATRIX_HINT,
             )
     return {str(cuda): [str(c) for c in cudnns] for cuda, cudnns in raw.items()}
 
@@ -128,7 +129,7 @@ def _rules(path: Path, data: dict) -> list[tuple[dict, str]]:
         if not isinstance(rule, dict) or not isinstance(rule.get("match"), dict):
             raise ConfigError(
                 f"{where}: expected `match:` and `reason:`",
-                hint="ci/README.md describes the matrix file; compare with the one in the repository",
+                hint=_MATRIX_HINT,
             )
         if not str(rule.get("reason") or "").strip():
             raise ConfigError(
@@ -152,7 +153,7 @@ def load_matrix(path: Path, versions: Path) -> Matrix:
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}: expected `cuda:`, `frameworks:` and `exclude:`",
-            hint="ci/README.md describes the matrix file; compare with the one in the repository",
+            hint=_MATRIX_HINT,
         )
     cudnn_per_cuda = _cudnn_per_cuda(path, data)
     frameworks = _frameworks(path, data)

@@ -45,6 +45,7 @@ _OP_KEYS = {
     "mindspore",
 }
 FRAMEWORKS = ("torch", "mindspore")
+_KEYS_HINT = "the header of kernels/ops.yaml lists every key"
 _FUNCTION_KEYS = {"def", "doc", "args", "returns", "promote", "zero_dim_as_number", "ranges"}
 # A number parameter's allowed interval, as the framework states it: "(0, 1]", "[0, 1]".
 _INTERVAL = re.compile(r"^([(\[])\s*([-+.0-9eE]+)\s*,\s*([-+.0-9eE]+)\s*([)\]])$")
@@ -215,7 +216,7 @@ def parse(path: Path, data: object) -> OpTable:
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}: expected a mapping with `version`, `dtype_sets` and `ops`",
-            hint="the header of kernels/ops.yaml lists every key",
+            hint=_KEYS_HINT,
         )
     if data.get("version") != VERSION:
         raise ConfigError(
@@ -226,21 +227,21 @@ def parse(path: Path, data: object) -> OpTable:
     if not isinstance(sets, dict):
         raise ConfigError(
             f"{path}: dtype_sets: expected a mapping of name -> dtypes",
-            hint="the header of kernels/ops.yaml lists every key",
+            hint=_KEYS_HINT,
         )
     dtype_sets: dict[str, tuple[str, ...]] = {}
     for name, dtypes in sets.items():
         if not isinstance(dtypes, list) or not dtypes or not set(dtypes) <= set(DTYPES):
             raise ConfigError(
                 f"{path}: dtype_sets.{name}: expected a list drawn from {DTYPES}",
-                hint="the header of kernels/ops.yaml lists every key",
+                hint=_KEYS_HINT,
             )
         dtype_sets[str(name)] = tuple(dtypes)
     raw_ops = data.get("ops")
     if not isinstance(raw_ops, dict) or not raw_ops:
         raise ConfigError(
             f"{path}: ops: expected a mapping of op name -> entry",
-            hint="the header of kernels/ops.yaml lists every key",
+            hint=_KEYS_HINT,
         )
     ops = {str(name): _op(path, str(name), raw, dtype_sets) for name, raw in raw_ops.items()}
     table = OpTable(path, dtype_sets, ops)

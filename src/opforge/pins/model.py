@@ -8,6 +8,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from opforge.errors import ConfigError, PinError
+from opforge.requirements import has_control_character
 from opforge.yamlfile import read_yaml_file
 
 # A pin's name reaches file names, CMake variables and log lines: letters, digits, '.', '_', '-'.
@@ -50,7 +51,7 @@ def safe_basename(url_path: str) -> str | None:
     name = re.split(r"[/\\]", unquote(url_path))[-1]
     if not name or name.startswith(".") or len(name.encode()) > 255:
         return None
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+    if has_control_character(name):
         return None
     return name
 
@@ -82,7 +83,7 @@ def url_problem(url: object) -> str | None:
     one) are refused, and so is anything urllib cannot split (``http://[abc/``, port 99999)."""
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         return "not an http:// or https:// URL"
-    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+    if has_control_character(url) or any(c.isspace() for c in url):
         return "whitespace or a control character in the URL (percent-encode it)"
     try:
         parts = urlsplit(url)

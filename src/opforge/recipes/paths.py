@@ -12,6 +12,8 @@ import os
 import re
 from pathlib import Path, PurePosixPath
 
+from opforge.requirements import has_control_character
+
 _WILDCARD = re.compile(r"[*?\[]")
 
 
@@ -19,7 +21,7 @@ def lexical_problem(value: str, inside: str) -> str | None:
     """What is wrong with ``value`` as a path relative to ``inside`` (None when nothing is)."""
     if not value.strip():
         return "is empty"
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if has_control_character(value):
         return f"{value!r} contains a control character"
     path = PurePosixPath(value)
     if not path.parts:

@@ -495,12 +495,7 @@ def require_64_bits(function: str, what: str, value) -> None:
     """Refuse an int past 64 bits as torch does ("int too big to convert", without naming the
     call): torch takes -2**63 to 2**64 - 1, signed or not, from Python; from NumPy, whose
     integers it reads as int64, it refuses a uint64 past 2**63 - 1 ("an integer is required")."""
-    if (
-        type(value).__module__ == "numpy"
-        and getattr(getattr(value, "dtype", None), "kind", "") == "u"
-        and not _is_array(value)
-        and int(value) >= 2**63
-    ):
+    if _numpy_scalar(value) and value.dtype.kind == "u" and int(value) >= 2**63:
         raise TypeError(
             f"opforge.torch.{function}: {what} numpy.{type(value).__name__}({value}) is past "
             "2**63 - 1, which torch does not take from NumPy; pass a Python int"
@@ -591,16 +586,19 @@ def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
     return a, b, cast
 
 
-def _plain_number(value):
-    # A NumPy scalar is the Python number it holds to torch's promotion (NumPy itself is not
-    # imported: a runtime image may lack it); a NumPy array, even 0-d, torch refuses.
-    if (
+def _numpy_scalar(value) -> bool:
+    # NumPy itself is not imported: a runtime image may lack it. A 0-d array is not a scalar.
+    return (
         type(value).__module__ == "numpy"
         and getattr(value, "ndim", None) == 0
         and not _is_array(value)
-    ):
-        return value.item()
-    return value
+    )
+
+
+def _plain_number(value):
+    # A NumPy scalar is the Python number it holds to torch's promotion; a NumPy array, even
+    # 0-d, torch refuses.
+    return value.item() if _numpy_scalar(value) else value
 
 
 def _operand(t: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor:
