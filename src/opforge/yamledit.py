@@ -54,6 +54,9 @@ def apply(text: str, edits: list[tuple[yaml.ScalarNode, str]]) -> str:
     return text
 
 
-def rewrite_file(path: Path, text: str, edits: list[tuple[yaml.ScalarNode, str]]) -> None:
-    """Write ``text`` with ``edits`` applied over ``path``, atomically, keeping its mode."""
-    write_text(path, apply(text, edits), keep_mode=True)
+def rewrite_file(
+    path: Path, text: str, edits: list[tuple[yaml.ScalarNode, str]], *, root: Path
+) -> None:
+    """Write ``text`` with ``edits`` applied over ``path``, atomically, keeping its mode; refused
+    when a link would carry the write out of ``root``."""
+    write_text(path, apply(text, edits), root=root, keep_mode=True)

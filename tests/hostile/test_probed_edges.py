@@ -112,7 +112,8 @@ def test_ci_render_does_not_write_through_a_link_out_of_the_project(tmp_path):
     shutil.rmtree(project / ".github")
     (project / ".github").symlink_to(outside)
     result = opforge("--project", str(project), "ci", "render")
-    assert_one_line_error(result, "leads out of the project")
+    assert_one_line_error(result, ".github/workflows/nightly.yml leads out of", str(outside))
+    assert "  hint: remove the link .github: " in result.stderr
     assert tree(outside) == {}
 
 
@@ -125,16 +126,32 @@ def test_ci_render_refuses_a_loop_of_links(tmp_path):
     assert_one_line_error(result, "loop of symbolic links")
 
 
-def test_a_build_record_that_is_a_link_is_replaced_not_written_through(tmp_path):
+def test_a_build_record_that_is_a_link_out_is_refused_not_written_through(tmp_path):
+    # Once replaced in silence; refused now, as every project file is, so the user learns of it.
     from opforge.build.record import BuildRecord
+    from opforge.errors import ConfigError
 
     outside = tmp_path / "outside.txt"
     outside.write_text("keep me\n")
     record_path = tmp_path / "dist" / "build-record.json"
     record_path.parent.mkdir()
     record_path.symlink_to(outside)
-    BuildRecord(record_path).save()
+    with pytest.raises(ConfigError, match=r"build-record\.json leads out of"):
+        BuildRecord(record_path).save()
     assert outside.read_text() == "keep me\n"
+    assert record_path.is_symlink()
+
+
+def test_a_build_record_that_is_a_link_inside_dist_is_replaced_not_written_through(tmp_path):
+    from opforge.build.record import BuildRecord
+
+    other = tmp_path / "dist" / "other.json"
+    other.parent.mkdir()
+    other.write_text("keep me\n")
+    record_path = tmp_path / "dist" / "build-record.json"
+    record_path.symlink_to("other.json")
+    BuildRecord(record_path).save()
+    assert other.read_text() == "keep me\n"
     assert not record_path.is_symlink() and json.loads(record_path.read_text())["targets"] == {}
 
 

@@ -55,7 +55,9 @@ class BuildRecord:
         self.save()
 
     def save(self) -> None:
-        """Write the file via a temporary file and an atomic rename."""
+        """Write the file via a temporary file and an atomic rename, refused when a link in its
+        place leads out of its folder (``dist/``, which may itself be a link: the installs of
+        the build go through it as well)."""
         data = {
             "schema": SCHEMA_VERSION,
             "targets": {
@@ -63,4 +65,5 @@ class BuildRecord:
                 for name, profiles in sorted(self.targets.items())
             },
         }
-        write_text(self.path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+        text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+        write_text(self.path, text, root=self.path.parent)

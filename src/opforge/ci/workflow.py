@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from opforge.atomic import write_text
+from opforge.atomic import require_inside, write_text
 from opforge.ci.matrix import Matrix
 from opforge.errors import ConfigError
 from opforge.yamlfile import read_text_file
@@ -127,13 +127,9 @@ def sync_workflow(root: Path, matrix: Matrix, *, check: bool) -> None:
     """Write the workflow under ``root`` when it differs from ``matrix``'s rendering; with
     ``check``, raise ``ConfigError`` instead."""
     path = root / WORKFLOW_PATH
-    hint = f"remove the link: {WORKFLOW_PATH} is a file of the project"
-    try:
-        target = path.resolve()
-    except (RuntimeError, OSError):  # a loop of links (Python 3.11 raises RuntimeError)
-        raise ConfigError(f"{WORKFLOW_PATH} is a loop of symbolic links", hint=hint) from None
-    if not target.is_relative_to(root.resolve()):
-        raise ConfigError(f"{WORKFLOW_PATH} leads out of the project, to {target}", hint=hint)
+    # Before reading too: --check must not pass on a file outside the project that a link
+    # stands in for.
+    require_inside(root, path)
     text = render(matrix)
     try:
         current = read_text_file(path)
@@ -146,4 +142,4 @@ def sync_workflow(root: Path, matrix: Matrix, *, check: bool) -> None:
             f"{WORKFLOW_PATH} is out of date with ci/matrix.yaml",
             hint="run `opforge ci render` and commit the result",
         )
-    write_text(path, text)
+    write_text(path, text, root=root)

@@ -11,8 +11,7 @@ from typing import NoReturn
 from opforge import __version__
 from opforge.cli import build, ci, doctor, images, pins, recipes
 from opforge.cli.common import Command, err, settings_from
-from opforge.errors import OpforgeError
-from opforge.redact import mask_credentials
+from opforge.errors import OpforgeError, report
 
 # In the order `--help` lists them.
 GROUPS = (recipes, pins, build, ci, images, doctor)
@@ -56,9 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return func(args, settings_from(args, os.environ))
     except OpforgeError as exc:
-        err(f"opforge: error: {mask_credentials(exc.message)}")
-        if exc.hint:
-            err(f"  hint: {mask_credentials(exc.hint)}")
+        report(exc)
         return exc.exit_code
     except KeyboardInterrupt:
         err("opforge: interrupted")

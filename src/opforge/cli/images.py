@@ -51,7 +51,7 @@ def cmd_lock_debs(args: argparse.Namespace, settings: Settings) -> int:
     found = project(settings)
     client = docker_client()
     for path in lock_debs(
-        client, found.images_dir, args.cuda, settings.base_image, settings.proxies
+        client, found.images_dir, args.cuda, settings.base_image, settings.proxies, root=found.root
     ):
         print(f"wrote {path.relative_to(found.root)}")
     return 0

@@ -74,9 +74,12 @@ def lock_debs(
     base_image: str | None,
     proxies: Mapping[str, str],
     say: Callable[[str], None] = print,
+    *,
+    root: Path,
 ) -> list[Path]:
     """Write the lock files of each Debian toolkit (or ``cuda``'s), resolved in its base image
-    (``proxies`` in the resolving container's environment)."""
+    (``proxies`` in the resolving container's environment), none through a link out of the
+    project at ``root``."""
     from docker.errors import ContainerError, DockerException
 
     written = []
@@ -107,6 +110,6 @@ def lock_debs(
                     hint="build or pull the base image (BASE_IMAGE, e.g. opforge-base:{suite})",
                 ) from None
             path = toolkit.lock_path(images_dir, kind)
-            write_text(path, lock_text(toolkit, kind, base, out.decode()))
+            write_text(path, lock_text(toolkit, kind, base, out.decode()), root=root)
             written.append(path)
     return written

@@ -14,7 +14,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from opforge.errors import ConfigError, unreadable
+from opforge.atomic import require_inside, write_text
+from opforge.errors import ConfigError, OpforgeError, report, unreadable
 
 DOCKERFILE = Path(".devcontainer") / "Dockerfile"
 # What `.devcontainer/prepare.sh` (initializeCommand) puts in the build context.
@@ -67,24 +68,32 @@ def render(images_dir: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Rewrite (or, with --check, check) ``.devcontainer/Dockerfile`` of the current project."""
+    """Rewrite (or, with --check, check) ``.devcontainer/Dockerfile`` of the current project;
+    an ``OpforgeError`` is one line and a hint on stderr, exit status 1."""
     args = sys.argv[1:] if argv is None else argv
     root = Path.cwd()
     path = root / DOCKERFILE
-    text = render(root / "images")
-    current = path.read_text(encoding="utf-8") if path.is_file() else None
-    if "--check" in args:
+    try:
+        # Before reading too: --check must not pass on a file outside the project that a link
+        # stands in for.
+        require_inside(root, path)
+        text = render(root / "images")
+        current = path.read_text(encoding="utf-8") if path.is_file() else None
+        if "--check" in args:
+            if current != text:
+                print(
+                    f"{DOCKERFILE} is out of date with images/Dockerfile.pip: "
+                    "run `python -m opforge.images.devcontainer`",
+                    file=sys.stderr,
+                )
+                return 1
+            return 0
         if current != text:
-            print(
-                f"{DOCKERFILE} is out of date with images/Dockerfile.pip: "
-                "run `python -m opforge.images.devcontainer`",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    if current != text:
-        path.write_text(text, encoding="utf-8")
-        print(f"wrote {DOCKERFILE}")
+            write_text(path, text, root=root)
+            print(f"wrote {DOCKERFILE}")
+    except OpforgeError as exc:
+        report(exc)
+        return 1
     return 0
 
 

@@ -142,7 +142,7 @@ def lock_digests(project: Project, client) -> list[tuple[str, str]]:
             node = find(root, "combinations", i, "ngc", kind, "digest")
             edits.append((node, render(digest, node, quote='"')))
     if edits:
-        rewrite_file(path, text, edits)
+        rewrite_file(path, text, edits, root=project.root)
     return failed
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from opforge.atomic import write_text
-from opforge.errors import OpforgeError
+from opforge.errors import OpforgeError, report
 from opforge.kernels import gen_c, gen_mindspore, gen_torch, optable, stable_abi
 
 _HERE = Path(__file__).resolve().parent
@@ -50,14 +50,17 @@ def generator_sources() -> list[Path]:
 
 
 def write(target: str, table_path: Path, out_dir: Path) -> list[Path]:
-    """Generate ``target``'s files under ``out_dir``; unchanged files are left untouched."""
+    """Generate ``target``'s files under ``out_dir``; unchanged files are left untouched, and
+    none is written through a link out of ``out_dir``."""
     table = optable.load(table_path)
     written = []
     for relative, generate in _TARGETS[target].items():
         path = out_dir / relative
         text = generate(table)
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            write_text(path, text)
+            # CMake's build tree, where out_dir lies, may itself be anywhere (a build directory
+            # of the user's choosing, a container's): out_dir is the one bound known here.
+            write_text(path, text, root=out_dir)
         written.append(path)
     return written
 
@@ -79,8 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             stable_abi.check(args.table)
         except OpforgeError as exc:
-            print(f"opforge: error: {exc.message}", file=sys.stderr)
-            print(f"hint: {exc.hint}", file=sys.stderr)
+            report(exc)
             return 1
         print(f"{args.table.name}: only LibTorch stable-ABI and runtime symbols")
         return 0
@@ -93,9 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         write(args.target, args.table, args.out_dir)
     except OpforgeError as exc:
-        print(f"opforge: error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
+        report(exc)
         return 1
     return 0
 

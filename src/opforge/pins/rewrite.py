@@ -37,4 +37,5 @@ def rewrite_pin(path: Path, name: str, changes: dict[str, str | int]) -> None:
                 hint=f'add `{key}: ""` to the pin, then run the update again',
             )
         edits.append((node, render(value, node)))
-    rewrite_file(path, text, edits)
+    # The link was followed on purpose above: the file it names is the one to change.
+    rewrite_file(path, text, edits, root=path.parent)
