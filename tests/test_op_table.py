@@ -4,6 +4,7 @@ library's C++ ones."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import textwrap
 from pathlib import Path
@@ -43,6 +44,48 @@ def test_every_op_is_in_both_adapters_generated_code():
         assert f'm.impl("{name}", TORCH_BOX(&opforge_torch::{name}));' in torch_cpp
         assert f"def _{name}(fn," in ms_py
         assert f"OPFORGE_MS_ENTRY({name})" in ms_cpp
+
+
+def _generated_helpers(table) -> dict:
+    tree = ast.parse(gen_torch.python_source(table))
+    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+def test_torch_helpers_take_out_where_the_table_says_and_refuse_it_first():
+    helpers = _generated_helpers(TABLE)
+    functions = [fn for op in TABLE.ops.values() for fn in op.functions["torch"]]
+    assert any(fn.takes_out for fn in functions) and not all(fn.takes_out for fn in functions)
+    for fn in functions:
+        node = helpers[fn.name]
+        keyword_only = {
+            a.arg: d for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True)
+        }
+        everything = [a.arg for a in node.args.posonlyargs + node.args.args] + list(keyword_only)
+        if not fn.takes_out:
+            assert "out" not in everything, fn.name
+            continue
+        assert everything.count("out") == 1 and ast.unparse(keyword_only["out"]) == "None"
+        # First, before any argument is converted or checked: the docstring, then the refusal.
+        first = node.body[1]
+        assert ast.unparse(first) == (
+            f"if out is not None:\n    raise out_not_supported({fn.name!r})"
+        ), fn.name
+        assert "``out=`` is refused" in ast.get_docstring(node)
+
+
+def test_takes_out_adds_out_to_a_torch_helper_and_nothing_else(tmp_path):
+    def mutate(data):
+        data["ops"]["layer_norm"]["torch"][0]["takes_out"] = True
+        data["ops"]["add"]["torch"][0].pop("takes_out", None)
+
+    table = optable.load(_table(tmp_path, mutate))
+    helpers = _generated_helpers(table)
+    assert [a.arg for a in helpers["layer_norm"].args.kwonlyargs] == ["out"]
+    assert [a.arg for a in helpers["add"].args.kwonlyargs] == ["alpha"]
+    # The refusal goes in after the docstring; the rest of the helper is as it was.
+    before, after = _generated_helpers(TABLE)["layer_norm"], helpers["layer_norm"]
+    assert ast.unparse(after.body[1]).startswith("if out is not None:")
+    assert [ast.dump(n) for n in after.body[2:]] == [ast.dump(n) for n in before.body[1:]]
 
 
 def test_generation_is_deterministic():
@@ -228,6 +271,21 @@ BAD = [
             ],
         ),
         "ops.add.torch.0.args.b: 'c' is not a parameter of the function",
+    ),
+    (
+        "takes_out on a mindspore function",
+        _set("ops.add.mindspore.0.takes_out", True),
+        "ops.add.mindspore.0.takes_out: expected true or false, on a torch function",
+    ),
+    (
+        "takes_out that is no bool",
+        _set("ops.add.torch.0.takes_out", "yes"),
+        "ops.add.torch.0.takes_out: expected true or false, on a torch function",
+    ),
+    (
+        "out in the def beside takes_out",
+        _set("ops.add.torch.0.def", "add(input, other, *, alpha=1, out=None)"),
+        "ops.add.torch.0.def: a function with takes_out gets its `out=None` from the generator",
     ),
     (
         "range that is no interval",

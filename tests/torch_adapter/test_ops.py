@@ -4,7 +4,9 @@ build is tested on CPU tensors too."""
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -869,6 +871,98 @@ def test_arguments_of_the_wrong_type_are_one_line_errors(
     with pytest.raises(error) as info:
         call(x)
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+# --- out=: where torch's own call takes it, the helper takes out=None and refuses a tensor ---
+
+_TORCH_FUNCTIONS = {fn.name: fn for op in TABLE.ops.values() for fn in op.functions["torch"]}
+_TAKES_OUT = sorted(name for name, fn in _TORCH_FUNCTIONS.items() if fn.takes_out)
+
+
+def _counterpart(name: str):
+    """The torch call a helper mirrors, as its doc in the op table names it (as ``torch.x``)."""
+    found = re.search(r"as ``(torch(?:\.\w+)+)``", _TORCH_FUNCTIONS[name].doc)
+    assert found, f"the doc of the torch function {name} names no torch call (as ``torch.x``)"
+    call = torch
+    for part in found.group(1).split(".")[1:]:
+        call = getattr(call, part)
+    return call
+
+
+def _takes_out(call) -> bool:
+    """Whether a torch call takes ``out=``: a Python function by its signature, a builtin (whose
+    binding takes ``out=`` where ATen has an out overload) by its schemas."""
+    try:
+        return "out" in inspect.signature(call).parameters
+    except ValueError:
+        schemas = torch._C._jit_get_schemas_for_operator(f"aten::{call.__name__}")
+        return any(a.name == "out" and a.kwarg_only for s in schemas for a in s.arguments)
+
+
+def _out_call(name: str, device: str, requires_grad: bool = False) -> tuple:
+    """Arguments for the helper ``name`` and its torch call, beside ``out=``."""
+    x = torch.randn(4, 3, device=device, requires_grad=requires_grad)
+    return {
+        "add": ((x, x), {"alpha": 2}),
+        "mul": ((x, 1.5), {}),
+        "softmax": ((x, 1), {}),
+        "argmax": ((x, 1), {}),
+        "gelu": ((x,), {"approximate": "tanh"}),
+    }[name]
+
+
+@pytest.mark.parametrize("name", sorted(_TORCH_FUNCTIONS))
+def test_the_table_says_out_where_torchs_own_call_takes_it(name):
+    # takes_out in kernels/ops.yaml is the one record of it: checked against the installed torch.
+    assert _TORCH_FUNCTIONS[name].takes_out == _takes_out(_counterpart(name))
+    params = inspect.signature(getattr(ot, name)).parameters
+    if _TORCH_FUNCTIONS[name].takes_out:
+        assert params["out"].kind is inspect.Parameter.KEYWORD_ONLY
+        assert params["out"].default is None
+    else:
+        assert "out" not in params
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize("name", _TAKES_OUT)
+def test_out_is_refused_naming_the_helper_and_the_fix(name, requires_grad, device):
+    args, kwargs = _out_call(name, device, requires_grad)
+    expected = _counterpart(name)(*args, **kwargs).detach()
+    # torch takes it (so code written for torch passes it; without grad, which torch's out=
+    # refuses), where the helper said only "unexpected keyword argument 'out'".
+    plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+    out = torch.empty_like(expected)
+    assert _counterpart(name)(*plain, **kwargs, out=out) is out
+    out = torch.full_like(expected, 7)
+    with pytest.raises(TypeError) as info:
+        getattr(ot, name)(*args, **kwargs, out=out)
+    assert str(info.value) == (
+        f"opforge.torch.{name}: out= is not supported, the result is always a new tensor: "
+        f"assign it, or copy it in with out.copy_(opforge.torch.{name}(...))"
+    )
+    assert (out == 7).all(), "the refused out= tensor was written"
+    # The fix the message gives leaves in out what torch's out= would.
+    out.copy_(getattr(ot, name)(*args, **kwargs))
+    torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", _TAKES_OUT)
+def test_out_none_is_taken_as_torch_takes_it(name, device):
+    args, kwargs = _out_call(name, device)
+    ours = getattr(ot, name)(*args, **kwargs, out=None)
+    native = _counterpart(name)(*args, **kwargs, out=None)
+    assert ours.dtype == native.dtype and ours.shape == native.shape
+    torch.testing.assert_close(ours, native)
+
+
+def test_out_is_keyword_only_as_in_torch():
+    x = torch.ones(2, 3)
+    with pytest.raises(TypeError, match="positional argument"):
+        torch.mul(x, x, x)
+    with pytest.raises(TypeError, match="positional argument"):
+        ot.mul(x, x, x)
 
 
 @pytest.mark.gpu

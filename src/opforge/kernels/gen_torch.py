@@ -395,7 +395,17 @@ def _helper(op: Op, fn: Function) -> list[str]:
             params.append("*")
             star = True
         params.append(p.name if p.default is None else f"{p.name}={p.default}")
-    lines = [f"def {fn.name}({', '.join(params)}):", f'    """{fn.doc}"""']
+    doc = fn.doc
+    if fn.takes_out:
+        # torch's call takes out=: the same keyword, refused naming the helper, where Python's
+        # own "unexpected keyword argument" would not say why or what to do. Checked first; an
+        # output of the op named `out` (add's) then takes the name over.
+        params += [] if star else ["*"]
+        params.append("out=None")
+        doc += " ``out=`` is refused: the result is always a new tensor."
+    lines = [f"def {fn.name}({', '.join(params)}):", f'    """{doc}"""']
+    if fn.takes_out:
+        lines += ["    if out is not None:", f'        raise out_not_supported("{fn.name}")']
     if fn.promote:
         names = ", ".join(fn.promote)
         lines.append(f'    {names}, cast_ = promote("{fn.name}", {names})')
@@ -491,6 +501,7 @@ def python_source(table: OpTable) -> str:
         "    like_output,",
         "    linear_tangent,",
         "    missing_tensor,",
+        "    out_not_supported,",
         "    promote,",
         "    refuse_forward_mode,",
         "    refuse_grad_of_updated,",

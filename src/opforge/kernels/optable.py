@@ -46,7 +46,16 @@ _OP_KEYS = {
 }
 FRAMEWORKS = ("torch", "mindspore")
 _KEYS_HINT = "the header of kernels/ops.yaml lists every key"
-_FUNCTION_KEYS = {"def", "doc", "args", "returns", "promote", "zero_dim_as_number", "ranges"}
+_FUNCTION_KEYS = {
+    "def",
+    "doc",
+    "args",
+    "returns",
+    "promote",
+    "zero_dim_as_number",
+    "ranges",
+    "takes_out",
+}
 # A number parameter's allowed interval, as the framework states it: "(0, 1]", "[0, 1]".
 _INTERVAL = re.compile(r"^([(\[])\s*([-+.0-9eE]+)\s*,\s*([-+.0-9eE]+)\s*([)\]])$")
 # The modules a framework function's expressions may use besides its parameters: what the
@@ -147,6 +156,10 @@ class Function:
     # MindSpore only: intervals a number parameter must lie in, as the framework's op refuses
     # values outside them (``ops.batch_norm``: eps in (0, 1]); parameter name -> "(0, 1]".
     ranges: Mapping[str, str] = field(default_factory=dict)
+    # torch only: the framework's call takes ``out=`` (``torch.add(a, b, out=t)``). The function
+    # takes ``out=None``, keyword-only, and refuses a tensor naming itself, as opforge returns
+    # new tensors: without it, Python's own "unexpected keyword argument" would be the answer.
+    takes_out: bool = False
 
 
 @dataclass(frozen=True)
@@ -664,6 +677,13 @@ def _function(
             raise (where / "ranges" / name).error(
                 f'expected an interval such as "(0, 1]", got {interval!r}'
             )
+    takes_out = raw.get("takes_out", False)
+    if not isinstance(takes_out, bool) or (takes_out and framework != "torch"):
+        raise (where / "takes_out").error("expected true or false, on a torch function")
+    if takes_out and "out" in {p.name for p in params}:
+        raise (where / "def").error(
+            "a function with takes_out gets its `out=None` from the generator: leave it out of def"
+        )
     return Function(
         fn.name,
         tuple(params),
@@ -673,6 +693,7 @@ def _function(
         tuple(promote),
         zero_dim,
         dict(ranges),
+        takes_out,
     )
 
 

@@ -738,6 +738,16 @@ def missing_tensor(op: str, required: dict) -> TypeError:
     return TypeError(f"opforge::{op}: {name} must be a Tensor, got None")
 
 
+def out_not_supported(function: str) -> TypeError:
+    """The error for ``out=`` given a tensor, where torch's own call takes one: opforge's helpers
+    return new tensors, and do not mirror what ``out=`` does in torch (resizing it, casting to its
+    dtype, refusing it under autograd), so it is refused rather than half honoured."""
+    return TypeError(
+        f"opforge.torch.{function}: out= is not supported, the result is always a new tensor: "
+        f"assign it, or copy it in with out.copy_(opforge.torch.{function}(...))"
+    )
+
+
 def cast_first(function: str, tensor, dtype):
     """A tensor cast to a ``dtype=`` argument first (None: as it is); anything but a tensor is
     left to the op's checks, which name it."""
