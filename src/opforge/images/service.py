@@ -130,7 +130,7 @@ def lock_digests(project: Project, client) -> list[tuple[str, str]]:
     text = read_text_file(path)
     root = yaml.compose(text)
     edits, failed = [], []
-    for i, combo in enumerate(load_combinations(path)):
+    for i, combo in enumerate(load_combinations(path, text)):
         for kind, ngc in (combo.ngc or {}).items():
             if ngc.digest:
                 continue

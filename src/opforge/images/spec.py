@@ -7,7 +7,7 @@ from pathlib import Path
 
 from opforge.errors import ConfigError, unreadable
 from opforge.frameworks import TORCH
-from opforge.yamlfile import read_yaml_file
+from opforge.yamlfile import parse_yaml, read_yaml_file
 
 KINDS = ("devel", "runtime")
 # In the order a cell picks them: those that need no container registry first.
@@ -137,10 +137,11 @@ def _toolkits(path: Path, data: dict) -> dict[str, DebianToolkit]:
     return toolkits
 
 
-def load_combinations(path: Path) -> list[Combination]:
-    """Read ``images/versions.yaml``; errors name the file and the entry."""
+def load_combinations(path: Path, text: str | None = None) -> list[Combination]:
+    """Read ``images/versions.yaml``, or parse its ``text`` already read (a caller editing the
+    file then edits what it parsed); errors name the file and the entry."""
     try:
-        data = read_yaml_file(path)
+        data = read_yaml_file(path) if text is None else parse_yaml(path, text)
     except OSError as exc:
         raise unreadable(path, exc, "the image versions of the project") from None
     entries = data.get("combinations") if isinstance(data, dict) else None
