@@ -47,12 +47,10 @@ def within_tolerance(row: dict) -> bool:
 
 
 def _argmax_rows(lib: KernelLibrary) -> list[dict]:
-    """bench/gpu.py's argmax cases (a whole tensor, dim 0, dim -1), as rows like
-    gpu_new_ops' (``correct``: every index torch's)."""
+    """bench/gpu.py's argmax cases, as rows like gpu_new_ops' (``correct``: every index
+    torch's)."""
     bench = gpu.Bench(lib, gpu.copy_bandwidth(1 << 28))
-    bench.argmax("argmax whole tensor", torch.randn(1 << 28, device="cuda"), None)
-    bench.argmax("argmax dim 0", torch.randn(4096, 32768, device="cuda"), 0)
-    bench.argmax("argmax dim -1", torch.randn(4096, 32768, device="cuda"), -1)
+    gpu.time_argmax(bench, gpu.ARGMAX_ISSUE_CASES + gpu.ARGMAX_GOOD_CASES)
     return [
         {
             "op": r["case"],
