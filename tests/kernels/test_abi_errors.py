@@ -121,6 +121,17 @@ def test_reduction_over_an_empty_dim(cpu_library):
     )
 
 
+def test_reduction_over_an_empty_dim_with_an_empty_result(cpu_library):
+    # As torch.argmax of a 0 x 0 tensor over dim 0: refused, though the result has no element.
+    raises(
+        INVALID,
+        "opforge_argmax: cannot reduce x of shape [0, 0] over dim 0, which has size 0",
+        lambda: cpu_library.call(
+            "argmax", x=t(f32(0, 0)), dim=0, keepdim=False, out=t(np.zeros(0, np.int64))
+        ),
+    )
+
+
 def batch_norm(lib, x, **given):
     arguments = dict(
         x=t(x),

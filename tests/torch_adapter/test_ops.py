@@ -516,6 +516,19 @@ ERRORS = [
         lambda d: ot.argmax(torch.ones(3, 0, device=d), 1),
         "opforge::argmax: cannot reduce x of shape [3, 0] over dim 1, which has size 0",
     ),
+    # Refused as torch refuses it, though the result would be empty.
+    (
+        lambda d: ot.argmax(torch.ones(0, 0, device=d), 0),
+        "opforge::argmax: cannot reduce x of shape [0, 0] over dim 0, which has size 0",
+    ),
+    (
+        lambda d: ot.argmax(torch.ones(3, 0, 0, device=d), 1, True),
+        "opforge::argmax: cannot reduce x of shape [3, 0, 0] over dim 1, which has size 0",
+    ),
+    (
+        lambda d: ot.argmax(torch.ones(0, device=d)),
+        "opforge::argmax: cannot reduce x of shape [0], which is empty",
+    ),
     (
         lambda d: ot.batch_norm(
             torch.ones(4, 3, device=d), None, None, torch.ones(4, device=d), training=True
@@ -644,7 +657,7 @@ ARGUMENT_ERRORS = [
     (
         lambda x: ot.softmax(x, 1.0),
         TypeError,
-        "opforge::softmax: dim must be an int, got float 1.0",
+        "opforge.torch.softmax: dim must be an int, got float 1.0",
     ),
     (
         lambda x: ot.softmax(x, 2**64),
@@ -654,7 +667,7 @@ ARGUMENT_ERRORS = [
     (
         lambda x: ot.argmax(x, (0, 1)),
         TypeError,
-        "opforge::argmax: dim must be an int or None, got tuple (0, 1)",
+        "opforge.torch.argmax: dim must be an int or None, got tuple (0, 1)",
     ),
     (
         lambda x: ot.gelu(x, approximate=None),
@@ -681,7 +694,7 @@ ARGUMENT_ERRORS = [
     (
         lambda x: ot.argmax(x, dim=False),
         TypeError,
-        "opforge.torch.argmax: dim must be an int, got bool False",
+        "opforge.torch.argmax: dim must be an int or None, got bool False",
     ),
     (
         lambda x: ot.argmax(x, 1, keepdim=1),
@@ -708,7 +721,7 @@ ARGUMENT_ERRORS = [
     (
         lambda x: ot.argmax(x, torch.tensor(0.7)),
         TypeError,
-        "opforge.torch.argmax: dim must be an int, got Tensor tensor(0.7000)",
+        "opforge.torch.argmax: dim must be an int or None, got Tensor tensor(0.7000)",
     ),
     (
         lambda x: ot.argmax(x, 1, keepdim=np.int64(1)),
@@ -719,6 +732,27 @@ ARGUMENT_ERRORS = [
         lambda x: ot.batch_norm(x, None, None, training=1.0),
         TypeError,
         "opforge.torch.batch_norm: training must be a bool, got float 1.0",
+    ),
+    # A dtype, a layout or a complex number, which the dispatcher would take as a number.
+    (
+        lambda x: ot.softmax(x, torch.uint8),
+        TypeError,
+        "opforge.torch.softmax: dim must be an int, got dtype torch.uint8",
+    ),
+    (
+        lambda x: ot.argmax(x, torch.strided),
+        TypeError,
+        "opforge.torch.argmax: dim must be an int or None, got layout torch.strided",
+    ),
+    (
+        lambda x: ot.argmax(x, 1, 2 + 0j),
+        TypeError,
+        "opforge.torch.argmax: keepdim must be a bool, got complex (2+0j)",
+    ),
+    (
+        lambda x: ot.batch_norm(x, None, None, training=2 + 0j),
+        TypeError,
+        "opforge.torch.batch_norm: training must be a bool, got complex (2+0j)",
     ),
     # torch's parser takes a 0-d tensor (needing no grad) where an int or a float goes, but
     # not a tensor with dims, a NumPy array or, for a float, one that requires grad (whose
@@ -731,7 +765,7 @@ ARGUMENT_ERRORS = [
     (
         lambda x: ot.argmax(x, np.array(1)),
         TypeError,
-        "opforge.torch.argmax: dim must be an int, got ndarray",
+        "opforge.torch.argmax: dim must be an int or None, got ndarray",
     ),
     (
         lambda x: ot.add(x, x, alpha=torch.tensor([2.0])),
@@ -761,7 +795,14 @@ ARGUMENT_ERRORS = [
     (
         lambda x: ot.mul(x, np.array(2.0)),
         TypeError,
-        "opforge.torch.mul: operands are tensors or Python numbers, got ndarray",
+        "opforge.torch.mul: operands are tensors or real Python numbers (bool, int, float), got "
+        "ndarray",
+    ),
+    (
+        lambda x: ot.add(x, 2 + 1j),
+        TypeError,
+        "opforge.torch.add: operands are tensors or real Python numbers (bool, int, float), got "
+        "complex",
     ),
     (
         lambda x: ot.argmax(x, 1, None),
@@ -871,6 +912,30 @@ def test_arguments_of_the_wrong_type_are_one_line_errors(
     with pytest.raises(error) as info:
         call(x)
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "dim",
+    [np.int64(1), np.uint8(1), torch.tensor(1), torch.tensor(1, dtype=torch.uint8)],
+    ids=["numpy int64", "numpy uint8", "0-d int64 tensor", "0-d uint8 tensor"],
+)
+@pytest.mark.parametrize("device", DEVICES)
+def test_ints_torch_takes_as_dim(dim, device):
+    x = torch.randn(3, 4, device=device)
+    torch.testing.assert_close(ot.softmax(x, dim), torch.softmax(x, dim))
+    assert torch.equal(ot.argmax(x, dim), torch.argmax(x, dim))
+
+
+def test_an_object_with_index_is_no_dim_to_torch_nor_to_opforge():
+    class Index:
+        def __index__(self) -> int:
+            return 1
+
+    x = torch.randn(3, 4)
+    with pytest.raises(TypeError):
+        torch.softmax(x, Index())
+    with pytest.raises(TypeError, match=r"^opforge.torch.softmax: dim must be an int, got Index"):
+        ot.softmax(x, Index())
 
 
 # --- out=: where torch's own call takes it, the helper takes out=None and refuses a tensor ---
@@ -1161,3 +1226,28 @@ def test_a_kernel_out_of_host_memory_raises_instead_of_aborting():
     assert len(lines) == 2, done.stdout
     for line, op in zip(lines, ("layer_norm", "rms_norm"), strict=True):
         assert line.startswith(f"opforge::{op}: out of host memory for the kernel's working")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mul_keeps_only_the_operands_a_wanted_gradient_reads(device):
+    # torch saves `other` for `self`'s gradient only: changing `self` in place afterwards is no
+    # error when `other` needs no gradient, and the gradient is torch's.
+    for call in (lambda a: ot.mul(a, 2.0), lambda a: ot.mul(2.0, a), torch.mul):
+        x = torch.randn(3, device=device, requires_grad=True)
+        a = x * 1
+        y = call(a, 2.0) if call is torch.mul else call(a)
+        a.add_(1)
+        y.sum().backward()
+        torch.testing.assert_close(x.grad, torch.full_like(x, 2.0))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mul_refuses_a_read_operand_changed_in_place_as_torch_does(device):
+    for call in (ot.mul, torch.mul):
+        x = torch.randn(3, device=device, requires_grad=True)
+        w = torch.randn(3, device=device, requires_grad=True)
+        a = x * 1
+        y = call(a, w)
+        a.add_(1)  # w's gradient reads a
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()

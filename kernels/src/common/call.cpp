@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <numeric>
 
 namespace opforge {
 namespace {
@@ -318,8 +317,9 @@ std::vector<int64_t> Call::reduce_shape(const Tensor* x, const char* name,
       out.erase(out.begin() + *dim);
     }
   }
-  const int64_t count = std::accumulate(out.begin(), out.end(), int64_t{1}, std::multiplies<>());
-  if (count > 0 && reduced == 0) {
+  // Both frameworks refuse a reduction over nothing even where the result would be empty
+  // (torch.argmax of a 0 x 0 tensor over dim 0).
+  if (reduced == 0) {
     invalid(std::string("cannot reduce ") + name + " of shape " + shape_string(x->shape) +
             (dim ? " over dim " + std::to_string(*dim) + ", which has size 0" : ", which is empty"));
     return {};

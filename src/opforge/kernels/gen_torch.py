@@ -221,6 +221,24 @@ def _call(table: OpTable, call_op: str, args: dict, output: str | None, scalars:
     return text
 
 
+def _saved_if_read(op: Op, tensor: str) -> str:
+    """``tensor`` as setup_context saves it for the backward: with per-input rules (``each``),
+    only where the gradient of an input whose rule reads it is wanted, as torch's own mul saves
+    ``other`` only for ``self``'s gradient: an operand changed in place after the call is then
+    no error where no gradient reads it."""
+    each = op.backward.each if op.backward is not None else None
+    if each is None:
+        return tensor
+    index = {a.name: i for i, a in enumerate(op.args)}
+    readers = [
+        name for name, calls in each.items() if any(tensor in c.args.values() for c in calls)
+    ]
+    if tensor in {o.name for o in op.outputs} or set(readers) >= set(each):
+        return tensor
+    wanted = " or ".join(f"ctx.needs_input_grad[{index[name]}]" for name in readers)
+    return f"{tensor} if {wanted} else None"
+
+
 def _function_class(table: OpTable, op: Op) -> list[str]:
     cls = f"_{op.class_name}"
     names = [a.name for a in op.args]
@@ -255,7 +273,8 @@ def _function_class(table: OpTable, op: Op) -> list[str]:
     fwd_tensors = sorted(jvp.sources & tensor_names) if jvp else []
     tangents = sorted(s for s in (jvp.sources if jvp else ()) if s.startswith("tangent_"))
     if back_tensors:
-        lines.append(f"        ctx.save_for_backward({', '.join(back_tensors)})")
+        saved = ", ".join(_saved_if_read(op, t) for t in back_tensors)
+        lines.append(f"        ctx.save_for_backward({saved})")
     if fwd_tensors:
         lines.append(f"        ctx.save_for_forward({', '.join(fwd_tensors)})")
     used_scalars = set()
@@ -378,8 +397,9 @@ def _bool_int_checks(op: Op, fn: Function) -> list[str]:
             name = arg.name
         if not name.isidentifier():
             continue
-        if arg.type in ("int", "int?"):
-            lines.append(f'    int_argument("{fn.name}", "{name}", {name})')
+        if arg.type == "int":
+            optional = ", optional=True" if arg.optional else ""
+            lines.append(f'    int_argument("{fn.name}", "{name}", {name}{optional})')
         elif arg.type == "bool":
             lines.append(f'    bool_argument("{fn.name}", "{name}", {name})')
         elif arg.type == "float":

@@ -216,17 +216,16 @@ def per_channel_count(op: str, x: torch.Tensor | None, name: str, least: int, wh
 
 
 def reducible(op: str, x: torch.Tensor, name: str, dim: int | None) -> None:
-    """A reduction of ``x`` over ``dim`` (None: everything) has values to reduce wherever it
-    has an output."""
+    """A reduction of ``x`` over ``dim`` (None: everything) has values to reduce, even where its
+    output would be empty (as the kernels and torch require)."""
     if dim is None:
-        reduced, count = x.numel(), 1
+        reduced = x.numel()
     elif x.dim() == 0:
-        reduced, count = 1, 1
+        reduced = 1
     else:
         dim %= x.dim()
         reduced = x.shape[dim]
-        count = math.prod(n for k, n in enumerate(x.shape) if k != dim)
-    if count > 0 and reduced == 0:
+    if reduced == 0:
         where = f" over dim {dim}, which has size 0" if dim is not None else ", which is empty"
         _refuse(op, f"cannot reduce {name} of shape {_shape(x.shape)}{where}")
 

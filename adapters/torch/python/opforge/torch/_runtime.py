@@ -544,8 +544,8 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
     for value in (a, b):
         if not isinstance(value, (torch.Tensor, bool, int, float)):
             raise TypeError(
-                f"opforge.torch.{name}: operands are tensors or Python numbers, got "
-                f"{type(value).__name__}"
+                f"opforge.torch.{name}: operands are tensors or real Python numbers (bool, int, "
+                f"float), got {type(value).__name__}"
             )
         if isinstance(value, torch.Tensor) and value.is_quantized:
             # torch's promote_types refuses quantized dtypes in a many-line message.
@@ -696,19 +696,19 @@ def _is_array(value) -> bool:
     return type(value).__name__ == "ndarray" and type(value).__module__ == "numpy"
 
 
-def int_argument(function: str, name: str, value) -> None:
-    """Refuse what torch's parser refuses for an int argument and the dispatcher would take: a
-    bool (Python's or NumPy's), a bool or floating tensor (a 0.7 would become dim 0), a tensor
-    with dims (``tensor([1])``), a NumPy array."""
-    if isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool):
+def int_argument(function: str, name: str, value, *, optional: bool = False) -> None:
+    """Refuse what torch's parser refuses for an int argument (``optional``: or None) and the
+    dispatcher would take (as a bool, a float's integer part, or a dtype's number): anything but
+    an int, a NumPy integer or a 0-d integer tensor. None is left to the op's own checks, which
+    name it."""
+    if value is None or (isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool)):
         return  # also torch.compile's symbolic ints, which the checks below cannot trace
-    if (
-        isinstance(value, bool)
-        or _dtype_kind(value) in ("b", "f", "c")
-        or (isinstance(value, torch.Tensor) and value.dim() != 0)
-        or _is_array(value)
-    ):
-        raise _wrong_type(function, name, "an int", value)
+    if isinstance(value, torch.Tensor):
+        integer = value.dim() == 0 and _dtype_kind(value) == "i"
+    else:
+        integer = not _is_array(value) and _dtype_kind(value) in ("i", "u")
+    if not integer:
+        raise _wrong_type(function, name, "an int or None" if optional else "an int", value)
 
 
 def float_argument(function: str, name: str, value) -> None:
@@ -725,10 +725,8 @@ def float_argument(function: str, name: str, value) -> None:
 
 def bool_argument(function: str, name: str, value) -> None:
     """Refuse what torch's parser refuses for a bool argument and the dispatcher would take as
-    its truth value: None, a number, a NumPy scalar, a tensor."""
-    if isinstance(value, (bool, torch.SymBool)):
-        return
-    if value is None or isinstance(value, (int, float)) or _dtype_kind(value) is not None:
+    its truth value: anything but a bool (None, a number, a NumPy scalar, a tensor)."""
+    if not isinstance(value, (bool, torch.SymBool)):
         raise _wrong_type(function, name, "a bool", value)
 
 
