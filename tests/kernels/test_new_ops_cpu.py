@@ -274,7 +274,8 @@ def test_norm_argument_errors(cpu_library):
     with pytest.raises(KernelError) as info:
         cpu_library.infer("layer_norm", x=x, normalized_shape=[4], eps=1e-5)
     assert info.value.message == (
-        "opforge_layer_norm: normalized_shape [4] must be the trailing dims of x of shape [2, 3]"
+        "opforge_layer_norm: Given normalized_shape=[4], expected x with shape [*, 4], got x of "
+        "shape [2, 3]"
     )
     with pytest.raises(KernelError) as info:
         cpu_library.infer(

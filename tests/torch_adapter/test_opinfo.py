@@ -94,3 +94,30 @@ def test_reference_inputs_give_torchs_answer_or_an_opforge_error(opinfo, device,
             f"\n{opinfo.name}/{opinfo.variant_test_name or '-'} on {device}: "
             f"{matched} samples as torch, {refused} refused"
         )
+
+
+def error_opinfos():
+    # Those with error inputs (add's and mul's defaults yield none).
+    return [
+        p
+        for p in opinfos()
+        if p.values[0].error_inputs_func is not None
+        and any(True for _ in p.values[0].error_inputs("cpu"))
+    ]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("opinfo", error_opinfos())
+def test_error_inputs_raise_what_torch_raises(opinfo, device):
+    # OpInfo's error inputs (gelu's unknown approximation, rms_norm's empty or mismatched
+    # normalized_shape and weight) name the error type and a pattern of torch's message: the
+    # helper raises the same type matching the same pattern, in its one line naming opforge.
+    helper = getattr(ot, MIRRORS[opinfo.name])
+    count = 0
+    for error in opinfo.error_inputs(device):
+        sample = error.sample_input
+        with pytest.raises(error.error_type, match=error.error_regex) as info:
+            helper(sample.input, *sample.args, **sample.kwargs)
+        assert "opforge" in str(info.value) and "\n" not in str(info.value)
+        count += 1
+    assert count > 0

@@ -82,10 +82,11 @@ class Call {
     std::string allowed;
     for (const char* v : values) {
       if (value == v) return i;
-      allowed += std::string(i++ ? ", " : "") + "'" + v + "'";
+      allowed += std::string(i++ == 0 ? "" : values.size() == 2 ? " or " : ", ") + "'" + v + "'";
     }
-    throw std::runtime_error(prefix() + name + " must be one of " + allowed + ", got '" +
-                                value + "'");
+    // torch's wording for two ("approximate argument must be either none or tanh"), quoted.
+    const char* lead = values.size() == 2 ? " argument must be either " : " argument must be one of ";
+    throw std::runtime_error(prefix() + name + lead + allowed + ", got '" + value + "'");
   }
 
   // The stream of the call's CUDA device (torch's current one), or NULL for CPU tensors.

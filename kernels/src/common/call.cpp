@@ -189,8 +189,9 @@ void Call::shaped(const std::vector<int64_t>& shape, const char* shape_name, con
                   const char* name, const Tensor* like) {
   if (!ok() || t == nullptr) return;
   if (t->shape != shape) {
-    invalid(std::string(name) + " must have shape " + list_string(shape) + " (" + shape_name +
-            "), got " + shape_string(t->shape));
+    // torch's wording (its OpInfo error inputs match on it), in opforge's one line.
+    invalid(std::string("Expected ") + name + " to be of same shape as " + shape_name + " " +
+            list_string(shape) + ", got " + shape_string(t->shape));
     return;
   }
   param_dtype(*t, name, like);
@@ -238,11 +239,18 @@ int Call::choice(int value, int count, const char* name, const char* values_text
 void Call::suffix(const std::vector<int64_t>& shape, const char* name, const Tensor* of,
                   const char* of_name) {
   if (!ok() || of == nullptr) return;
-  const bool fits = !shape.empty() && shape.size() <= of->shape.size() &&
+  // torch's wording (its OpInfo error inputs match on it), in opforge's one line.
+  if (shape.empty()) {
+    invalid(std::string("Expected ") + name + " to be at least 1-dimensional, got []");
+    return;
+  }
+  const bool fits = shape.size() <= of->shape.size() &&
                     std::equal(shape.begin(), shape.end(), of->shape.end() - shape.size());
   if (!fits) {
-    invalid(std::string(name) + " " + list_string(shape) + " must be the trailing dims of " +
-            of_name + " of shape " + shape_string(of->shape));
+    const std::string dims = list_string(shape);
+    invalid(std::string("Given ") + name + "=" + dims + ", expected " + of_name +
+            " with shape [*, " + dims.substr(1) + ", got " + of_name + " of shape " +
+            shape_string(of->shape));
   }
 }
 

@@ -93,11 +93,18 @@ def finite(op: str, value: float | None, name: str) -> None:
         _refuse(op, f"{name} must be finite, got {_number(value)}")
 
 
+def _choices(values: Sequence[str]) -> str:
+    # torch's wording for two ("approximate argument must be either none or tanh"), quoted.
+    quoted = [f"'{v}'" for v in values]
+    return (
+        f"either {quoted[0]} or {quoted[1]}" if len(quoted) == 2 else "one of " + ", ".join(quoted)
+    )
+
+
 def choice(op: str, value: str, values: Sequence[str], name: str) -> None:
     """``value`` is one of ``values``."""
     if value not in values:
-        allowed = ", ".join(f"'{v}'" for v in values)
-        _refuse(op, f"{name} must be one of {allowed}, got '{value}'")
+        _refuse(op, f"{name} argument must be {_choices(values)}, got '{value}'")
 
 
 def suffix(op: str, value: Sequence, of: torch.Tensor | None, of_name: str, name: str) -> None:
@@ -106,11 +113,13 @@ def suffix(op: str, value: Sequence, of: torch.Tensor | None, of_name: str, name
         return
     shape = tuple(of.shape)
     values = tuple(value)
-    if not values or len(values) > len(shape) or shape[len(shape) - len(values) :] != values:
+    if not values:
+        _refuse(op, f"Expected {name} to be at least 1-dimensional, got []")
+    if len(values) > len(shape) or shape[len(shape) - len(values) :] != values:
         _refuse(
             op,
-            f"{name} {_shape(values)} must be the trailing dims of {of_name} of shape "
-            f"{_shape(shape)}",
+            f"Given {name}={_shape(values)}, expected {of_name} with shape [*, "
+            f"{_shape(values)[1:]}, got {of_name} of shape {_shape(shape)}",
         )
 
 
@@ -194,7 +203,11 @@ def shaped(
     if t is None:
         return
     if tuple(t.shape) != tuple(shape):
-        _refuse(op, f"{name} must have shape {_shape(shape)} ({shape_name}), got {_shape(t.shape)}")
+        _refuse(
+            op,
+            f"Expected {name} to be of same shape as {shape_name} {_shape(shape)}, got "
+            f"{_shape(t.shape)}",
+        )
     _param_dtype(op, t, name, like)
 
 
