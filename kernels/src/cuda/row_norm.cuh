@@ -426,12 +426,18 @@ __global__ void __launch_bounds__(kBlockThreads)
       for (int j = 0; j < kParts; ++j) acc[j][p][k] = 0.0f;
     }
   }
+  // A step's R rows lie `spread` rows apart, each group's first one beside the other groups':
+  // the last, partial step then gives one row to as many groups as it can (with R adjacent
+  // rows, half the SMs would take two rows each while the other half idled).
+  const int64_t spread = static_cast<int64_t>(gridDim.x) * groups;
+  const int64_t step = spread * R;
+  int64_t first = static_cast<int64_t>(blockIdx.x) * groups + group;
   auto fetch = [&](int64_t first, int stage) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      if (first + r < rows) {
-        const Raw* xr = reinterpret_cast<const Raw*>(x + (first + r) * n);
-        const Raw* gr = reinterpret_cast<const Raw*>(dy + (first + r) * n);
+      if (first + r * spread < rows) {
+        const Raw* xr = reinterpret_cast<const Raw*>(x + (first + r * spread) * n);
+        const Raw* gr = reinterpret_cast<const Raw*>(dy + (first + r * spread) * n);
         Raw* dst = mine + (stage * R + r) * kRowPacks * threads;
 #pragma unroll
         for (int p = 0; p < P; ++p) {
@@ -445,23 +451,21 @@ __global__ void __launch_bounds__(kBlockThreads)
     }
     async_commit();  // an empty group past the last row keeps the wait count below uniform
   };
-  const int64_t step = static_cast<int64_t>(gridDim.x) * groups * R;
-  int64_t first = (static_cast<int64_t>(blockIdx.x) * groups + group) * R;
 #pragma unroll
   for (int stage = 0; stage < S - 1; ++stage) fetch(first + stage * step, stage);
   // The statistics of a step's rows are loaded during the step before.
   float cm[R], cr[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    cm[r] = kCentered && first + r < rows ? mean[first + r] : 0.0f;
-    cr[r] = first + r < rows ? rstd[first + r] : 0.0f;
+    cm[r] = kCentered && first + r * spread < rows ? mean[first + r * spread] : 0.0f;
+    cr[r] = first + r * spread < rows ? rstd[first + r * spread] : 0.0f;
   }
   for (int i = 0; first < rows; first += step, ++i) {
     fetch(first + (S - 1) * step, (i + S - 1) % S);
     float nm[R], nr[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const int64_t next = first + step + r;
+      const int64_t next = first + step + r * spread;
       nm[r] = kCentered && next < rows ? mean[next] : 0.0f;
       nr[r] = next < rows ? rstd[next] : 0.0f;
     }
@@ -474,7 +478,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int r = 0; r < R; ++r) {
       s[2 * r] = 0.0f;
       s[2 * r + 1] = 0.0f;
-      if (first + r >= rows) continue;
+      if (first + r * spread >= rows) continue;
 #pragma unroll
       for (int p = 0; p < P; ++p) {
         if (p * threads + t < packs) {
@@ -495,9 +499,9 @@ __global__ void __launch_bounds__(kBlockThreads)
     group_sum<2 * R>(s, scratch[group], 1 + group, threads);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      if (first + r >= rows) continue;
+      if (first + r * spread >= rows) continue;
       const float c1 = kCentered ? s[2 * r] * inv_n : 0.0f, c2 = s[2 * r + 1] * inv_n;
-      T* dxr = dx + (first + r) * n;
+      T* dxr = dx + (first + r * spread) * n;
 #pragma unroll
       for (int p = 0; p < P; ++p) {
         const int q = p * threads + t;
