@@ -244,6 +244,22 @@ def test_kernels_main_generates_inside_and_refuses_a_link_out(places, capsys):
     assert tree(outside) == {}
 
 
+def test_kernels_main_refuses_a_link_out_to_a_file_already_up_to_date(places, capsys):
+    # Checked before reading: an outside file a link stands in for, holding the very text the
+    # generator would write, must not pass as up to date (the build would compile it).
+    root, outside = places
+    out_dir = root / "generated"
+    table = REPO / "kernels" / "ops.yaml"
+    assert kernels_main(["c", str(table), str(out_dir)]) == 0
+    header = out_dir / "include" / "opforge" / "ops.h"
+    (outside / "ops.h").write_text(header.read_text())
+    header.unlink()
+    header.symlink_to(outside / "ops.h")
+    assert kernels_main(["c", str(table), str(out_dir)]) == 1
+    assert capsys.readouterr().err.startswith("opforge: error: include/opforge/ops.h leads out of")
+    assert header.is_symlink()
+
+
 def test_kernels_main_writes_into_an_output_directory_that_is_a_link(places):
     # The build tree may lie anywhere (OPFORGE_BUILD_DIR, a container's): only links below the
     # output directory are checked.

@@ -6,6 +6,7 @@ Every write of a project file goes through :func:`write_text`, which first check
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
@@ -18,8 +19,17 @@ from opforge.errors import ConfigError
 def _resolve(path: Path) -> Path | None:
     """``path`` with its links followed, or None for a loop of links."""
     try:
+        # Strict, to see a loop: Python 3.13's non-strict resolve() returns a partly resolved
+        # path where earlier versions raised.
+        return path.resolve(strict=True)
+    except RuntimeError:  # a loop, before Python 3.13
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None
+    try:  # not there yet (or unreadable): as far as it resolves
         return path.resolve(strict=False)
-    except (RuntimeError, OSError):  # a loop of links (Python 3.11 raises RuntimeError)
+    except (RuntimeError, OSError):  # a loop further on, before Python 3.13
         return None
 
 

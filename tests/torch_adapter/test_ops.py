@@ -770,6 +770,11 @@ ARGUMENT_ERRORS = [
         "opforge.torch.argmax: dim must be an int or None, got ndarray",
     ),
     (
+        lambda x: ot.argmax(x, np.ma.masked_array(1)),
+        TypeError,
+        "opforge.torch.argmax: dim must be an int or None, got MaskedArray",
+    ),
+    (
         lambda x: ot.add(x, x, alpha=torch.tensor([2.0])),
         TypeError,
         "opforge.torch.add: alpha must be a number (a 0-d tensor if it needs no grad), got Tensor",

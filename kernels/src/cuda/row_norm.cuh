@@ -392,8 +392,8 @@ __global__ void __launch_bounds__(kMaxThreads)
 }
 
 // Backward of rows of 16-byte packs, P per thread: row groups as in backward_rows, but a group
-// takes R consecutive rows at a time, with one reduction for the R of them (more work between the
-// group's barriers), and the next S - 1 such steps of x and dy are on their way into shared
+// takes R rows at a time (a grid's groups apart), with one reduction for the R of them (more work
+// between the group's barriers), and the next S - 1 such steps of x and dy are on their way into shared
 // memory (each thread copies and reads only its own packs) while the group works on the
 // current one. Each thread keeps its columns' sums in registers, and its weights, both the same
 // for every row; at the end the stages' memory holds every thread's sums, slot by slot, for
@@ -432,12 +432,12 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t spread = static_cast<int64_t>(gridDim.x) * groups;
   const int64_t step = spread * R;
   int64_t first = static_cast<int64_t>(blockIdx.x) * groups + group;
-  auto fetch = [&](int64_t first, int stage) {
+  auto fetch = [&](int64_t step_first, int stage) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      if (first + r * spread < rows) {
-        const Raw* xr = reinterpret_cast<const Raw*>(x + (first + r * spread) * n);
-        const Raw* gr = reinterpret_cast<const Raw*>(dy + (first + r * spread) * n);
+      if (step_first + r * spread < rows) {
+        const Raw* xr = reinterpret_cast<const Raw*>(x + (step_first + r * spread) * n);
+        const Raw* gr = reinterpret_cast<const Raw*>(dy + (step_first + r * spread) * n);
         Raw* dst = mine + (stage * R + r) * kRowPacks * threads;
 #pragma unroll
         for (int p = 0; p < P; ++p) {

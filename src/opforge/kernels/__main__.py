@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from opforge.atomic import write_text
+from opforge.atomic import require_inside, write_text
 from opforge.errors import OpforgeError, report
 from opforge.kernels import gen_c, gen_mindspore, gen_torch, optable, stable_abi
 
@@ -57,9 +57,11 @@ def write(target: str, table_path: Path, out_dir: Path) -> list[Path]:
     for relative, generate in _TARGETS[target].items():
         path = out_dir / relative
         text = generate(table)
+        # CMake's build tree, where out_dir lies, may itself be anywhere (a build directory of
+        # the user's choosing, a container's): out_dir is the one bound known here. Checked
+        # before reading too: an outside file a link stands in for must not pass as up to date.
+        require_inside(out_dir, path)
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            # CMake's build tree, where out_dir lies, may itself be anywhere (a build directory
-            # of the user's choosing, a container's): out_dir is the one bound known here.
             write_text(path, text, root=out_dir)
         written.append(path)
     return written

@@ -14,6 +14,7 @@ import numbers
 import operator
 import re
 import struct
+import sys
 from collections.abc import Callable
 
 import torch
@@ -675,8 +676,11 @@ def argument_error(exc: RuntimeError) -> Exception:
 
 
 def _wrong_type(function: str, name: str, wanted: str, value) -> TypeError:
+    # The value's repr on one line (a masked array's spans three), and not at any length.
+    shown = " ".join(repr(value).split())
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
     return TypeError(
-        f"opforge.torch.{function}: {name} must be {wanted}, got {type(value).__name__} {value!r}"
+        f"opforge.torch.{function}: {name} must be {wanted}, got {type(value).__name__} {shown}"
     )
 
 
@@ -691,9 +695,11 @@ def _dtype_kind(value) -> str | None:
 
 
 def _is_array(value) -> bool:
-    # A NumPy array, 0-d too, which torch's parser refuses where it takes a NumPy scalar (NumPy
-    # itself is not imported: a runtime image may lack it).
-    return type(value).__name__ == "ndarray" and type(value).__module__ == "numpy"
+    # A NumPy array, 0-d too, or one of its subclasses (a masked array, a matrix, a memmap),
+    # which torch's parser refuses where it takes a NumPy scalar. NumPy is not imported: a
+    # runtime image may lack it, and an array exists only where it is loaded.
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.ndarray)
 
 
 def int_argument(function: str, name: str, value, *, optional: bool = False) -> None:
