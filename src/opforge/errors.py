@@ -6,10 +6,6 @@ without a traceback. Anything that is not an ``OpforgeError`` is a bug in opforg
 
 from __future__ import annotations
 
-import sys
-
-from opforge.redact import mask_credentials
-
 
 class OpforgeError(Exception):
     """A user-facing failure: ``message`` says what is wrong, ``hint`` how to fix it."""
@@ -60,11 +56,3 @@ def unreadable(path: object, exc: OSError, what: str = "a project file") -> Conf
     else:
         hint = f"check that {path} is a file you can read (permissions)"
     return ConfigError(f"cannot read {path}: {exc.strerror}", hint=hint)
-
-
-def report(exc: OpforgeError) -> None:
-    """Print ``exc`` to stderr as every opforge entry point does: ``opforge: error:`` and its
-    one line, then its hint, credentials in URLs masked."""
-    print(f"opforge: error: {mask_credentials(exc.message)}", file=sys.stderr, flush=True)
-    if exc.hint:
-        print(f"  hint: {mask_credentials(exc.hint)}", file=sys.stderr, flush=True)

@@ -11,7 +11,8 @@ from typing import NoReturn
 from opforge import __version__
 from opforge.cli import build, ci, doctor, images, pins, recipes
 from opforge.cli.common import Command, err, settings_from
-from opforge.errors import OpforgeError, report
+from opforge.errors import OpforgeError
+from opforge.report import report
 
 # In the order `--help` lists them.
 GROUPS = (recipes, pins, build, ci, images, doctor)

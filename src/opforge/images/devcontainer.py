@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from opforge.atomic import require_inside, write_text
-from opforge.errors import ConfigError, OpforgeError, report, unreadable
+from opforge.errors import ConfigError, OpforgeError, unreadable
+from opforge.report import report
 
 DOCKERFILE = Path(".devcontainer") / "Dockerfile"
 # What `.devcontainer/prepare.sh` (initializeCommand) puts in the build context.

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from opforge.atomic import require_inside, write_text
-from opforge.errors import OpforgeError, report
+from opforge.errors import OpforgeError
 from opforge.kernels import gen_c, gen_mindspore, gen_torch, optable, stable_abi
+from opforge.report import report
 
 _HERE = Path(__file__).resolve().parent
 
