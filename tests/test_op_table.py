@@ -5,6 +5,7 @@ library's C++ ones."""
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.util
 import textwrap
 from pathlib import Path
@@ -16,6 +17,7 @@ import yaml
 from opforge.errors import ConfigError
 from opforge.kernels import gen_c, gen_mindspore, gen_torch, optable, shapes
 from opforge.kernels.abi import Tensor
+from opforge.kernels.checks import argument_checks
 from tests.conformance import ops
 from tests.conformance.runner import TABLE, all_cases, prepare
 
@@ -97,6 +99,61 @@ def test_generation_is_deterministic():
         gen_mindspore.python_source,
     ):
         assert generate(TABLE) == generate(again)
+
+
+def test_raises_names_the_checks_the_generators_make():
+    # optable validates `raises` against check_names; the generators name the checks they
+    # render: the two agree (a suffix's longer case and a reduction are gen_torch's own).
+    for op in TABLE.ops.values():
+        made = {check.name for check in argument_checks(TABLE, op)}
+        made |= {f"{a.name}.suffix.longer" for a in op.args if "suffix" in a.checks}
+        made |= {f"{o.name}.reduce" for o in op.outputs if o.rule == "reduce"}
+        assert set(optable.check_names(op)) == made, op.name
+
+
+def _checks_of(source: str, op: str) -> str:
+    tree = ast.parse(source)
+    node = next(
+        n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == f"_{op}_checks"
+    )
+    return ast.unparse(node)
+
+
+def test_raises_gives_the_fake_kernel_checks_their_exception(tmp_path):
+    def mutate(data):
+        data["ops"]["argmax"]["torch"][0]["raises"] = {
+            "ValueError": ["x.dtypes", "out.reduce"],
+            "TypeError": ["dim.dim"],
+        }
+
+    checks = _checks_of(gen_torch.python_source(optable.load(_table(tmp_path, mutate))), "argmax")
+    assert "_fc.dtypes('argmax', x, 'x', ('float32', 'float16', 'bfloat16'), error=ValueError)" in (
+        checks
+    )
+    assert "_fc.dim('argmax', dim, x, 'x', 'dim', error=TypeError)" in checks
+    assert "_fc.reducible('argmax', x, 'x', dim, error=ValueError)" in checks
+    # Without raises, each check keeps its default (IndexError for a dim, ...).
+    assert "_fc.dim('argmax', dim, x, 'x', 'dim')" in _checks_of(
+        gen_torch.python_source(TABLE), "argmax"
+    )
+    rms = _checks_of(gen_torch.python_source(TABLE), "rms_norm")
+    assert (
+        "_fc.suffix('rms_norm', normalized_shape, x, 'x', 'normalized_shape', longer=ValueError)"
+        in (rms)
+    )
+
+
+def test_one_torch_function_of_an_op_gives_raises(tmp_path):
+    def mutate(data):
+        first = copy.deepcopy(data["ops"]["rms_norm"]["torch"][0])
+        data["ops"]["rms_norm"]["torch"].append(
+            {**first, "def": first["def"].replace("rms_norm", "rms")}
+        )
+
+    with pytest.raises(
+        ConfigError, match=r"ops\.rms_norm\.torch\.1\.raises: only one torch function"
+    ):
+        optable.load(_table(tmp_path, mutate))
 
 
 # --- the Python rules (torch fake kernels, MindSpore inference) match the C++ ones ---
@@ -286,6 +343,36 @@ BAD = [
         "out in the def beside takes_out",
         _set("ops.add.torch.0.def", "add(input, other, *, alpha=1, out=None)"),
         "ops.add.torch.0.def: a function with takes_out gets its `out=None` from the generator",
+    ),
+    (
+        "raises of an exception not offered",
+        _set("ops.rms_norm.torch.0.raises", {"KeyError": ["eps.min"]}),
+        "ops.rms_norm.torch.0.raises.KeyError: unknown key",
+    ),
+    (
+        "raises of no check",
+        _set("ops.rms_norm.torch.0.raises", {"ValueError": ["eps.max"]}),
+        "ops.rms_norm.torch.0.raises.ValueError: 'eps.max' is no check of rms_norm",
+    ),
+    (
+        "raises of a key that qualifies a check",
+        _set("ops.rms_norm.torch.0.raises", {"ValueError": ["weight.param_dtype"]}),
+        "ops.rms_norm.torch.0.raises.ValueError: 'weight.param_dtype' is no check of rms_norm",
+    ),
+    (
+        "raises not a list",
+        _set("ops.rms_norm.torch.0.raises", {"ValueError": "eps.min"}),
+        "ops.rms_norm.torch.0.raises.ValueError: expected a list of check names",
+    ),
+    (
+        "raises giving a check two exceptions",
+        _set("ops.rms_norm.torch.0.raises", {"ValueError": ["eps.min"], "IndexError": ["eps.min"]}),
+        "ops.rms_norm.torch.0.raises.IndexError: 'eps.min' is given ValueError already",
+    ),
+    (
+        "raises on a mindspore function",
+        _set("ops.rms_norm.mindspore.0.raises", {"ValueError": ["eps.min"]}),
+        "ops.rms_norm.mindspore.0.raises: expected on a torch function only",
     ),
     (
         "range that is no interval",

@@ -489,87 +489,105 @@ ERRORS = [
     (
         lambda d: ot.add(torch.ones(3, 4, device=d), torch.ones(4, 3, device=d)),
         "opforge::add: shapes do not broadcast: a is [3, 4] but b is [4, 3]",
+        RuntimeError,
     ),
     (
         lambda d: torch.ops.opforge.add(
             torch.ones(3, device=d), torch.ones(3, device=d).half(), 1.0
         ),
         "opforge::add: dtype mismatch: a is float32 but b is float16",
+        RuntimeError,
     ),
     (
         lambda d: ot.softmax(torch.ones(3, 4, device=d), 5),
         "opforge::softmax: dim 5 is out of range for x of shape [3, 4] (valid: -2 to 1)",
+        IndexError,
     ),
     (
         lambda d: ot.softmax(torch.ones(3, dtype=torch.long, device=d), 0),
         "opforge::softmax: x has dtype int64 (supported: float32, float16, bfloat16)",
+        NotImplementedError,
     ),
     (
         lambda d: ot.softmax(torch.ones(3, dtype=torch.float64, device=d), 0),
         "opforge::softmax: x has dtype float64 (supported: float32, float16, bfloat16)",
+        NotImplementedError,
     ),
     (
         lambda d: ot.argmax(torch.ones(3, 4, device=d), 2, False),
         "opforge::argmax: dim 2 is out of range for x of shape [3, 4] (valid: -2 to 1)",
+        IndexError,
     ),
     (
         lambda d: ot.argmax(torch.ones(3, 0, device=d), 1),
         "opforge::argmax: cannot reduce x of shape [3, 0] over dim 1, which has size 0",
+        IndexError,
     ),
     # Refused as torch refuses it, though the result would be empty.
     (
         lambda d: ot.argmax(torch.ones(0, 0, device=d), 0),
         "opforge::argmax: cannot reduce x of shape [0, 0] over dim 0, which has size 0",
+        IndexError,
     ),
     (
         lambda d: ot.argmax(torch.ones(3, 0, 0, device=d), 1, True),
         "opforge::argmax: cannot reduce x of shape [3, 0, 0] over dim 1, which has size 0",
+        IndexError,
     ),
     (
         lambda d: ot.argmax(torch.ones(0, device=d)),
         "opforge::argmax: cannot reduce x of shape [0], which is empty",
+        IndexError,
     ),
     (
         lambda d: ot.batch_norm(
             torch.ones(4, 3, device=d), None, None, torch.ones(4, device=d), training=True
         ),
         "opforge::batch_norm: weight must have shape [3] (one per channel of x), got [4]",
+        RuntimeError,
     ),
     (
         lambda d: ot.batch_norm(
             torch.ones(4, 3, device=d), None, None, torch.ones(3, device=d).half(), training=True
         ),
         "opforge::batch_norm: weight must be float32, got float16",
+        RuntimeError,
     ),
     (
         lambda d: ot.batch_norm(torch.ones(4, device=d), None, None, training=True),
         "opforge::batch_norm: x must have 2 to 4 dimensions, got shape [4]",
+        RuntimeError,
     ),
     (
         lambda d: ot.layer_norm(
             torch.ones(2, 3, device=d), (3,), torch.ones(3, device=d, dtype=torch.float16)
         ),
         "opforge::layer_norm: weight must be float32, got float16",
+        RuntimeError,
     ),
     (
         lambda d: ot.layer_norm(
             torch.ones(2, 3, device=d).half(), (3,), torch.ones(3, device=d).bfloat16()
         ),
         "opforge::layer_norm: weight must be float32 or float16, got bfloat16",
+        RuntimeError,
     ),
     (
         lambda d: ot.batch_norm(torch.ones(4, 3, device=d), None, None, training=False),
         "opforge::batch_norm: running_mean is required when training is false",
+        RuntimeError,
     ),
     (
         lambda d: ot.batch_norm(
             torch.ones(4, 3, device=d), torch.zeros(3, device=d), None, training=True
         ),
         "opforge::batch_norm: give running_mean and running_var together, or none of them",
+        ValueError,
     ),
     (
         lambda d: ot.batch_norm(torch.ones(1, 3, device=d), None, None, training=True),
         "opforge::batch_norm: needs at least 2 values per channel, got x of shape [1, 3]",
+        ValueError,
     ),
     (
         lambda d: ot.batch_norm(
@@ -580,38 +598,44 @@ ERRORS = [
             eps=-1.0,
         ),
         "opforge::batch_norm: eps must be at least 0",
+        ValueError,
     ),
     (
         lambda d: ot.batch_norm(
             torch.ones(4, 3, device=d), None, None, training=True, momentum=float("nan")
         ),
         "opforge::batch_norm: momentum must be finite, got nan",
+        RuntimeError,
     ),
 ]
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(
-    ("call", "message"), ERRORS, ids=[m.split(": ", 1)[1][:40] for _, m in ERRORS]
+    ("call", "message", "error"), ERRORS, ids=[m.split(": ", 1)[1][:40] for _, m, _ in ERRORS]
 )
-def test_errors_name_the_op_and_the_problem(call, message, device):
-    with pytest.raises(RuntimeError) as info:
+def test_errors_name_the_op_and_the_problem(call, message, error, device):
+    # The exception is torch's own for the problem (tests/torch_adapter/test_exception_types.py
+    # compares them with torch's calls).
+    with pytest.raises(error) as info:
         call(device)
+    assert type(info.value) is error
     assert message in str(info.value)
 
 
 @pytest.mark.parametrize(
-    ("call", "message"), ERRORS, ids=[m.split(": ", 1)[1][:40] for _, m in ERRORS]
+    ("call", "message", "error"), ERRORS, ids=[m.split(": ", 1)[1][:40] for _, m, _ in ERRORS]
 )
-def test_fake_kernels_refuse_what_the_kernels_refuse(call, message):
+def test_fake_kernels_refuse_what_the_kernels_refuse(call, message, error):
     # Meta tensors reach the fake kernels (as torch.compile's fake tensors and vmap over an
-    # empty batch do): the same checks, the same words.
-    with pytest.raises(RuntimeError) as real:
+    # empty batch do): the same checks, the same words, the same exception.
+    with pytest.raises(error) as real:
         call("cpu")
-    with pytest.raises(RuntimeError) as fake:
+    with pytest.raises(error) as fake:
         call("meta")
     assert message in str(fake.value)
     assert str(fake.value) == str(real.value)
+    assert type(fake.value) is type(real.value) is error
 
 
 def test_fake_tensor_mode_refuses_an_argument_the_kernel_refuses():
@@ -619,7 +643,7 @@ def test_fake_tensor_mode_refuses_an_argument_the_kernel_refuses():
 
     with FakeTensorMode() as mode:
         x = mode.from_tensor(torch.ones(3, 4))
-        with pytest.raises(RuntimeError, match=r"opforge::softmax: dim 2 is out of range"):
+        with pytest.raises(IndexError, match=r"opforge::softmax: dim 2 is out of range"):
             ot.softmax(x, 2)
         with pytest.raises(
             RuntimeError, match=r"opforge::layer_norm: Given normalized_shape=\[3\]"
@@ -643,11 +667,11 @@ def test_fake_tensor_mode_refuses_an_argument_the_kernel_refuses():
 def test_vmap_over_an_empty_batch_refuses_what_any_batch_refuses(call, device):
     errors = []
     for batch in (2, 0):
-        with pytest.raises(RuntimeError) as info:
+        with pytest.raises((RuntimeError, IndexError)) as info:
             torch.func.vmap(call)(torch.ones(batch, 2, 3, device=device))
-        errors.append(str(info.value))
+        errors.append((type(info.value), str(info.value)))
     assert errors[0] == errors[1]
-    assert errors[1].startswith("opforge::")
+    assert errors[1][1].startswith("opforge::")
 
 
 ARGUMENT_ERRORS = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from opforge.kernels.optable import Arg, Op, OpTable
+from opforge.kernels.optable import Arg, Op, OpTable, check_name
 
 # Scalar check keys of the table, in order, and the check each makes.
 _SCALAR_KINDS = (
@@ -28,7 +28,8 @@ _OP_LEVEL_KINDS = ("together", "required_unless", "per_channel_count")
 @dataclass(frozen=True)
 class Check:
     """One check: its ``kind`` (the library's ``Call`` method it becomes), the argument it
-    checks (None for an op-level rule) and what the table says (``spec``):
+    checks (None for an op-level rule), what the table says (``spec``) and its ``name`` in a
+    framework function's ``raises`` (``optable.check_names``: ``eps.min``, ``together``):
 
     - dtypes: the allowed dtype names; rank: (lo, hi)
     - dim, suffix: the tensor named; at_least: the bound; finite: True; choice: the values
@@ -42,37 +43,40 @@ class Check:
     kind: str
     arg: Arg | None
     spec: Any
+    name: str
 
 
 def argument_checks(table: OpTable, op: Op) -> list[Check]:
     """Every argument check of ``op``, in the kernel library's order."""
     checks: list[Check] = []
+
+    def add(kind: str, arg: Arg, key: str, spec: Any) -> None:
+        checks.append(Check(kind, arg, spec, check_name(arg.name, key)))
+
     for arg in op.tensors:
         if "dtypes" in arg.checks:
-            checks.append(Check("dtypes", arg, tuple(table.dtype_sets[arg.checks["dtypes"]])))
+            add("dtypes", arg, "dtypes", tuple(table.dtype_sets[arg.checks["dtypes"]]))
         if "rank" in arg.checks:
-            checks.append(Check("rank", arg, tuple(arg.checks["rank"])))
+            add("rank", arg, "rank", tuple(arg.checks["rank"]))
     for arg in op.scalars:
-        checks += [
-            Check(kind, arg, arg.checks[key]) for key, kind in _SCALAR_KINDS if key in arg.checks
-        ]
+        for key, kind in _SCALAR_KINDS:
+            if key in arg.checks:
+                add(kind, arg, key, arg.checks[key])
     for arg in op.tensors:
         given = arg.checks
         like = given.get("param_dtype")
         for key, kind in (("like", "like"), ("broadcast", "broadcastable")):
             if key in given:
-                checks.append(Check(kind, arg, given[key]))
+                add(kind, arg, key, given[key])
         if "channels" in given:
-            checks.append(Check("channels", arg, (given["channels"], like)))
+            add("channels", arg, "channels", (given["channels"], like))
         if "batch" in given:
-            checks.append(
-                Check("batch_shaped", arg, (given["batch"]["of"], given["batch"]["normalized"]))
-            )
+            add("batch_shaped", arg, "batch", (given["batch"]["of"], given["batch"]["normalized"]))
         if "shape" in given:
-            checks.append(Check("shaped", arg, (given["shape"], like)))
+            add("shaped", arg, "shape", (given["shape"], like))
     for rule in op.checks:
         ((kind, spec),) = rule.items()
         if kind not in _OP_LEVEL_KINDS:
             raise ValueError(f"{op.name}: no check for the op-level rule {kind!r}")
-        checks.append(Check(kind, None, spec))
+        checks.append(Check(kind, None, spec, kind))
     return checks

@@ -3,7 +3,9 @@
 ``ops.cpp``: the ``opforge`` library for LibTorch's stable ABI — each op's schema, and one CPU/CUDA
 kernel per op that describes its tensors to the kernel library, asks it for the outputs' shapes
 (``opforge_<op>_infer``), allocates them and runs the op on torch's current stream.
-``_ops.py``: fake kernels (``torch.compile``), autograd (``autograd.Function`` per differentiable
+``_ops.py``: each op's argument checks in Python, raising the exception torch raises for each
+problem (its fake kernel runs them; a helper's failed eager call asks them which exception to
+raise), fake kernels (``torch.compile``), autograd (``autograd.Function`` per differentiable
 op, with ``setup_context``, ``jvp`` and ``vmap``), the Autograd-key kernels for direct
 ``torch.ops.opforge`` calls, and the ``opforge.torch`` helpers of the table's ``torch`` entries.
 """
@@ -11,7 +13,7 @@ op, with ``setup_context``, ``jvp`` and ``vmap``), the Autograd-key kernels for 
 from __future__ import annotations
 
 from opforge.kernels.checks import Check, argument_checks
-from opforge.kernels.optable import Arg, Function, Op, OpTable
+from opforge.kernels.optable import Arg, Function, Op, OpTable, check_name
 
 GENERATED = "Generated from kernels/ops.yaml by `python -m opforge.kernels`; do not edit."
 
@@ -147,59 +149,79 @@ def _fake_output(op: Op, rule: str, spec) -> str:
     return f"{first}.new_empty(_shapes.given({spec}), dtype=torch.float32)"
 
 
-def _fake_checks(table: OpTable, op: Op) -> list[str]:
-    """The fake kernel's calls of ``_fake_checks``: the library's argument checks in its order
-    (``checks.argument_checks``), then that a reduction has values to reduce, so that fake and
-    meta tensors refuse what the kernels refuse."""
+def _raises(op: Op) -> dict[str, str]:
+    """Check name -> the exception the op's torch function says torch raises for it (at most
+    one function of an op gives them: ``optable``)."""
+    return {k: v for fn in op.functions.get("torch", ()) for k, v in fn.raises.items()}
+
+
+def _errors(raises: dict[str, str], **cases: str) -> str:
+    """The keyword arguments that give a ``_fake_checks`` call the exceptions ``raises`` names
+    for its cases (keyword -> check name); none where it names none (the check's default)."""
+    return "".join(f", {key}={raises[name]}" for key, name in cases.items() if name in raises)
+
+
+def _check_lines(table: OpTable, op: Op) -> list[str]:
+    """The calls of ``_fake_checks`` that make the op's checks: the library's argument checks
+    in its order (``checks.argument_checks``), then that a reduction has values to reduce, each
+    raising the exception torch raises for it."""
+    raises = _raises(op)
     tensors = ", ".join(f"{a.name!r}: {a.name}" for a in op.tensors)
     lines = [f"_fc.same_device({op.name!r}, {{{tensors}}})"]
-    lines += [_fake_check(op, check) for check in argument_checks(table, op)]
+    lines += [_fake_check(op, check, raises) for check in argument_checks(table, op)]
     for out in op.outputs:
         if out.rule == "reduce":
             of, dim = out.spec["of"], out.spec["dim"]
-            lines.append(f"_fc.reducible({op.name!r}, {of}, {of!r}, {dim})")
+            error = _errors(raises, error=check_name(out.name, "reduce"))
+            lines.append(f"_fc.reducible({op.name!r}, {of}, {of!r}, {dim}{error})")
     return [f"    {line}" for line in lines]
 
 
-def _fake_check(op: Op, check: Check) -> str:
+def _fake_check(op: Op, check: Check, raises: dict[str, str]) -> str:
     """A check as the call of its ``_fake_checks`` function."""
     kind, spec, name = check.kind, check.spec, repr(op.name)
     arg = check.arg.name if check.arg is not None else ""
     t = f"{arg}, {arg!r}"
+    error = _errors(raises, error=check.name)
     if kind == "dtypes":
-        return f"_fc.dtypes({name}, {t}, {spec!r})"
+        return f"_fc.dtypes({name}, {t}, {spec!r}{error})"
     if kind == "rank":
-        return f"_fc.rank({name}, {t}, {spec[0]}, {spec[1]})"
-    if kind in ("dim", "suffix"):
-        return f"_fc.{kind}({name}, {arg}, {spec}, {spec!r}, {arg!r})"
+        return f"_fc.rank({name}, {t}, {spec[0]}, {spec[1]}{error})"
+    if kind == "dim":
+        return f"_fc.dim({name}, {arg}, {spec}, {spec!r}, {arg!r}{error})"
+    if kind == "suffix":
+        error = _errors(raises, error=check.name, longer=f"{check.name}.longer")
+        return f"_fc.suffix({name}, {arg}, {spec}, {spec!r}, {arg!r}{error})"
     if kind == "at_least":
-        return f"_fc.at_least({name}, {arg}, {spec}, {arg!r})"
+        return f"_fc.at_least({name}, {arg}, {spec}, {arg!r}{error})"
     if kind == "finite":
-        return f"_fc.finite({name}, {arg}, {arg!r})"
+        return f"_fc.finite({name}, {arg}, {arg!r}{error})"
     if kind == "choice":
-        return f"_fc.choice({name}, {arg}, {tuple(spec)!r}, {arg!r})"
+        return f"_fc.choice({name}, {arg}, {tuple(spec)!r}, {arg!r}{error})"
     if kind in ("like", "broadcastable"):
-        return f"_fc.{kind}({name}, {spec}, {spec!r}, {t})"
+        return f"_fc.{kind}({name}, {spec}, {spec!r}, {t}{error})"
     if kind == "channels":
         ref, like = spec
-        return f"_fc.channels({name}, {ref}, {ref!r}, {t}, {bool(like)})"
+        return f"_fc.channels({name}, {ref}, {ref!r}, {t}, {bool(like)}{error})"
     if kind == "batch_shaped":
         of, normalized = spec
         return (
             f"_fc.shaped({name}, _fc.batch_shape({of}, {normalized}), "
-            f"{'the leading dims of ' + of!r}, {t})"
+            f"{'the leading dims of ' + of!r}, {t}{error})"
         )
     if kind == "shaped":
         ref, like = spec
-        return f"_fc.shaped({name}, {ref}, {ref!r}, {t}, {like})"
+        return f"_fc.shaped({name}, {ref}, {ref!r}, {t}, {like}{error})"
     if kind == "together":
         named = ", ".join(f"{n!r}: {n}" for n in spec)
-        return f"_fc.together({name}, {{{named}}})"
+        return f"_fc.together({name}, {{{named}}}{error})"
     if kind == "required_unless":
         named = ", ".join(f"{n!r}: {n}" for n in spec["tensors"])
-        return f"_fc.required_unless({name}, {spec['flag']}, {spec['flag']!r}, {{{named}}})"
+        return f"_fc.required_unless({name}, {spec['flag']}, {spec['flag']!r}, {{{named}}}{error})"
     when = spec.get("when", "True")
-    return f"_fc.per_channel_count({name}, {spec['of']}, {spec['of']!r}, {spec['min']}, {when})"
+    return (
+        f"_fc.per_channel_count({name}, {spec['of']}, {spec['of']!r}, {spec['min']}, {when}{error})"
+    )
 
 
 def _integer_only(op: Op) -> bool:
@@ -453,6 +475,10 @@ def _helper(op: Op, fn: Function) -> list[str]:
     return [*lines, "", ""]
 
 
+def _tuple(names: list[str]) -> str:
+    return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
+
+
 def _dispatch(op: Op) -> list[str]:
     names = [a.name for a in op.args]
     tensors = [a.name for a in op.tensors]
@@ -490,7 +516,7 @@ def _dispatch(op: Op) -> list[str]:
     lines += [
         f"        return {call}({', '.join(names)})",
         "    except RuntimeError as exc:",
-        "        raise argument_error(exc) from None",
+        f"        raise argument_error(exc, _{op.name}_checks, {_tuple(names)}) from None",
     ]
     return [*lines, "", ""]
 
@@ -547,9 +573,15 @@ def python_source(table: OpTable) -> str:
         names = [a.name for a in op.args]
         outs = [_fake_output(op, o.rule, o.spec) for o in op.outputs]
         lines += [
+            # The op's checks: its fake kernel's, and what a failed eager call asks for the
+            # exception torch raises (argument_error).
+            f"def _{op.name}_checks({', '.join(names)}):",
+            *_check_lines(table, op),
+            "",
+            "",
             f'@torch.library.register_fake("opforge::{op.name}")',
             f"def _{op.name}_fake({', '.join(names)}):",
-            *_fake_checks(table, op),
+            f"    _{op.name}_checks({', '.join(names)})",
             f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}",
             "",
             "",

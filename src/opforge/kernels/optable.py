@@ -55,7 +55,13 @@ _FUNCTION_KEYS = {
     "zero_dim_as_number",
     "ranges",
     "takes_out",
+    "raises",
 }
+# The exceptions a torch function's `raises` may give a check.
+EXCEPTIONS = ("IndexError", "ValueError", "TypeError", "NotImplementedError", "RuntimeError")
+# Keys of an argument's checks that qualify another check or say what the op updates: no check
+# of their own, so no name in `raises`.
+_QUALIFIERS = {"param_dtype", "updates", "from"}
 # A number parameter's allowed interval, as the framework states it: "(0, 1]", "[0, 1]".
 _INTERVAL = re.compile(r"^([(\[])\s*([-+.0-9eE]+)\s*,\s*([-+.0-9eE]+)\s*([)\]])$")
 # The modules a framework function's expressions may use besides its parameters: what the
@@ -160,6 +166,9 @@ class Function:
     # takes ``out=None``, keyword-only, and refuses a tensor naming itself, as opforge returns
     # new tensors: without it, Python's own "unexpected keyword argument" would be the answer.
     takes_out: bool = False
+    # torch only: check name (``check_names``) -> the exception torch's own call raises where
+    # that check fails, when it is not the one opforge raises by default (``_fake_checks``).
+    raises: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -208,6 +217,24 @@ class Op:
     def class_name(self) -> str:
         """The op's name in CamelCase (the C++ argument struct)."""
         return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+def check_name(owner: str, key: str) -> str:
+    """The name a framework function's ``raises`` gives a check of an argument or output:
+    ``<name>.<key>`` (``eps.min``, ``normalized_shape.suffix``, ``out.reduce``)."""
+    return f"{owner}.{key}"
+
+
+def check_names(op: Op) -> tuple[str, ...]:
+    """The names of ``op``'s checks in ``raises``: one per check key of an argument
+    (``eps.min``), ``<argument>.suffix.longer`` for a suffix longer than its tensor's dims (a
+    case of ``<argument>.suffix`` that torch's rms_norm refuses apart), each op-level rule by
+    its own name (``together``), and ``<output>.reduce`` for a reduction over nothing."""
+    names = [check_name(a.name, key) for a in op.args for key in a.checks if key not in _QUALIFIERS]
+    names += [check_name(a.name, "suffix.longer") for a in op.args if "suffix" in a.checks]
+    names += [next(iter(rule)) for rule in op.checks]
+    names += [check_name(o.name, "reduce") for o in op.outputs if o.rule == "reduce"]
+    return tuple(names)
 
 
 @dataclass(frozen=True)
@@ -377,7 +404,7 @@ def _op(path: Path, name: str, raw: object, dtype_sets: Mapping[str, tuple]) -> 
         )
         for framework in FRAMEWORKS
     }
-    return Op(
+    op = Op(
         name,
         " ".join(doc.split()),
         tuple(resolved),
@@ -387,6 +414,25 @@ def _op(path: Path, name: str, raw: object, dtype_sets: Mapping[str, tuple]) -> 
         _derivative(where / "jvp", raw.get("jvp")),
         functions,
     )
+    _check_raises(where / "torch", op)
+    return op
+
+
+def _check_raises(where: _Where, op: Op) -> None:
+    """The torch functions' ``raises`` name checks the op makes. The op's fake kernel, which
+    every call of the op shares, raises them too: one function per op may give them."""
+    known = check_names(op)
+    giving = [i for i, fn in enumerate(op.functions["torch"]) if fn.raises]
+    if len(giving) > 1:
+        raise (where / giving[1] / "raises").error(
+            "only one torch function of an op may give raises (the op's fake kernel raises them)"
+        )
+    for i in giving:
+        for name, exception in op.functions["torch"][i].raises.items():
+            if name not in known:
+                raise (where / i / "raises" / exception).error(
+                    f"{name!r} is no check of {op.name}", hint=f"its checks: {', '.join(known)}"
+                )
 
 
 def _list(where: _Where, value: object) -> list:
@@ -684,6 +730,7 @@ def _function(
         raise (where / "def").error(
             "a function with takes_out gets its `out=None` from the generator: leave it out of def"
         )
+    raises = _raises(where / "raises", raw.get("raises"), framework)
     return Function(
         fn.name,
         tuple(params),
@@ -694,7 +741,25 @@ def _function(
         zero_dim,
         dict(ranges),
         takes_out,
+        raises,
     )
+
+
+def _raises(where: _Where, raw: object, framework: str) -> dict[str, str]:
+    """``{ValueError: [eps.min, together]}`` as check name -> exception (names checked against
+    the op's checks once the op is read: ``_check_raises``)."""
+    given = _mapping(where, raw, set(EXCEPTIONS))
+    if given and framework != "torch":
+        raise where.error("expected on a torch function only")
+    raises: dict[str, str] = {}
+    for exception, names in given.items():
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise (where / exception).error("expected a list of check names (eps.min, together)")
+        for name in names:
+            if name in raises:
+                raise (where / exception).error(f"{name!r} is given {raises[name]} already")
+            raises[name] = str(exception)
+    return raises
 
 
 def _check_expression(where: _Where, expr: object, names: set[str]) -> None:

@@ -646,10 +646,12 @@ def _other_backend(op: str, backend: str) -> NotImplementedError:
     )
 
 
-def argument_error(exc: RuntimeError) -> Exception:
+def argument_error(exc: RuntimeError, checks: Callable, args: tuple) -> Exception:
     """torch's many-line schema mismatch (an argument of the wrong type) as one line naming the
     op and the argument, and its many-line refusal of a tensor of another backend (sparse,
-    mkldnn, quantized, nested) as one line with the conversion; any other error as it is."""
+    mkldnn, quantized, nested) as one line with the conversion; a refusal by the op's checks
+    (``checks``, called with the op's ``args``) as the exception torch raises for it
+    (``_typed``); any other error as it is."""
     other = _OTHER_BACKEND.match(str(exc))
     if other is not None:
         return _other_backend(*other.groups())
@@ -661,7 +663,7 @@ def argument_error(exc: RuntimeError) -> Exception:
         )
     found = _SCHEMA_MISMATCH.match(str(exc))
     if found is None:
-        return exc
+        return _typed(exc, checks, args)
     op, expected, name, got, value = found.groups()
     if got == expected:
         return OverflowError(f"{op}: {name} is out of range for a 64-bit {expected}, got {value}")
@@ -673,6 +675,23 @@ def argument_error(exc: RuntimeError) -> Exception:
     return TypeError(
         f"{op}: {name} must be {wanted}{' or None' if optional else ''}, got {got} {value}"
     )
+
+
+def _typed(exc: RuntimeError, checks: Callable, args: tuple) -> Exception:
+    """``exc`` as the exception torch raises for the same problem (IndexError for a dim out of
+    range, ...), where the kernel library refused the call.
+
+    Its errors cross LibTorch's stable ABI as RuntimeError, whatever their kind. The op's checks
+    in Python (its fake kernel's: the library's checks, in its order and words) raise the type
+    the op table gives each; called only once the call has failed, their refusal is taken only
+    where it names the same problem in the same words, else ``exc`` stays as it is.
+    """
+    try:
+        checks(*args)
+    except Exception as refusal:  # whatever they raise, exc stands unless it is the same words
+        if str(refusal) == str(exc) and type(refusal) is not type(exc):
+            return type(refusal)(str(exc))
+    return exc
 
 
 def _wrong_type(function: str, name: str, wanted: str, value) -> TypeError:
