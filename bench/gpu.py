@@ -333,6 +333,31 @@ ARGMAX_GOOD_CASES = (
 )
 
 
+# Softmax over columns, (label, shape, dtype, dim, backward, transposed): issue 15's, and the
+# other layouts the same kernels serve. `transposed`: the shape is the view's, laid out as the
+# transpose of a contiguous tensor.
+SOFTMAX_COLUMN_CASES = (
+    ("softmax dim 0", (8192, 8192), torch.float32, 0, False, False),
+    ("softmax dim 0 backward", (8192, 8192), torch.float32, 0, True, False),
+    ("softmax dim 0", (8192, 8192), torch.bfloat16, 0, False, False),
+    ("softmax dim 0 backward", (8192, 8192), torch.bfloat16, 0, True, False),
+    ("softmax of a transposed view, dim -1", (8192, 8192), torch.float32, -1, False, True),
+    ("softmax dim 1", (64, 2048, 512), torch.bfloat16, 1, False, False),
+    ("softmax dim 1 backward", (64, 2048, 512), torch.bfloat16, 1, True, False),
+    ("softmax dim 0", (2048, 64, 512), torch.bfloat16, 0, False, False),
+)
+
+
+def time_softmax_columns(bench: Bench, cases: tuple) -> None:
+    """Time ``cases`` (as SOFTMAX_COLUMN_CASES)."""
+    for label, shape, dtype, dim, backward, transposed in cases:
+        if transposed:
+            x = torch.randn(*reversed(shape), device="cuda", dtype=dtype).t()
+        else:
+            x = torch.randn(*shape, device="cuda", dtype=dtype)
+        bench.run_case(bench.softmax, label, x, dim, backward)
+
+
 def time_argmax(bench: Bench, cases: tuple, q: int = 1) -> None:
     """Time ``cases`` (as ARGMAX_ISSUE_CASES), the first dimension divided by ``q``."""
     for label, (first, *rest), dtype, dim in cases:
