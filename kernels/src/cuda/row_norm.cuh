@@ -525,6 +525,18 @@ __global__ void __launch_bounds__(kBlockThreads)
     }
   }
   async_wait<0>();
+  if (groups == 1) {  // the block's sums are each thread's own: no adding up across groups
+#pragma unroll
+    for (int j = 0; j < kParts; ++j) {
+      float* out = part + (static_cast<int64_t>(j) * gridDim.x + blockIdx.x) * n;
+#pragma unroll
+      for (int p = 0; p < P; ++p) {
+        const int q = p * threads + t;
+        if (q < packs) store_floats<float, V>(out + static_cast<int64_t>(q) * V, acc[j][p]);
+      }
+    }
+    return;
+  }
   __syncthreads();  // every group is done with the stages: they now hold the sums
   float* sums = reinterpret_cast<float*>(staged);  // [slot][blockDim.x]
 #pragma unroll
@@ -605,6 +617,8 @@ __global__ void __launch_bounds__(kLongThreads)
 // whole 128-byte lines, part aligned to them), the lines read are dropped from L2 afterwards:
 // written moments before by the row kernel and still there, they would otherwise be written
 // back to memory (8.6 MB for layer_norm's 4096 x 8192 on an H100), which nothing reads again.
+constexpr int kColumnSumLoads = 8;
+
 template <int V>
 __global__ void __launch_bounds__(1024)
     column_sums(const float* __restrict__ part, int64_t blocks, int64_t n, float* __restrict__ out0,
@@ -618,12 +632,21 @@ __global__ void __launch_bounds__(1024)
   float s[V] = {};
   wait_for_prior_grid();
   if (c < n) {
-#pragma unroll 4
-    for (int64_t b = ty; b < blocks; b += 32) {
-      float v[V];
-      load_floats<float, V>(p + b * n + c, v);
+    // All of a thread's rows in flight at once, up to kColumnSumLoads (one wait for L2 where
+    // there are at most 32 * kColumnSumLoads blocks, as the 132 of an H100), added in order.
+    for (int64_t first = ty; first < blocks; first += 32 * kColumnSumLoads) {
+      float v[kColumnSumLoads][V];
 #pragma unroll
-      for (int k = 0; k < V; ++k) s[k] += v[k];
+      for (int u = 0; u < kColumnSumLoads; ++u) {
+        if (first + 32 * u < blocks) load_floats<float, V>(p + (first + 32 * u) * n + c, v[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kColumnSumLoads; ++u) {
+        if (first + 32 * u < blocks) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) s[k] += v[u][k];
+        }
+      }
     }
   }
 #pragma unroll
