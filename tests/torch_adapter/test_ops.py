@@ -1155,7 +1155,9 @@ def test_jit_trace_records_the_op_not_its_result(name, device, requires_grad, tm
     loaded = torch.jit.load(str(tmp_path / "traced.pt"))
     y = torch.randn(4, 3, device=device)
     native = _helper_calls(weight)[name][1]
-    torch.testing.assert_close(loaded(y), native(y), rtol=1e-5, atol=1e-6)
+    # torch's default float32 tolerances: layer_norm's values near 0 differ from torch's by
+    # about 1e-6 absolute, as any two float32 reductions in other orders.
+    torch.testing.assert_close(loaded(y), native(y))
 
 
 @pytest.mark.parametrize("device", DEVICES)
