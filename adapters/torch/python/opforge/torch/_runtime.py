@@ -39,8 +39,9 @@ def needs_autograd(*tensors: torch.Tensor | None) -> bool:
         return True
     if forward_ad._current_level < 0:
         return False
-    if _functorch_active():
-        # torch.func (jacfwd, hessian): a tangent may sit under a vmap level, where unpack_dual
+    if _functorch_active() or any(isinstance(t, _Tensor) and _legacy_batched(t) for t in tensors):
+        # torch.func (jacfwd, hessian), or the older vmap of vectorised forward-mode jacobians
+        # (torch.autograd.functional): a tangent may sit under a vmap level, where unpack_dual
         # has no batching rule. The autograd.Function's own jvp and vmap rules handle it.
         return True
     return any(
@@ -70,6 +71,11 @@ _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 _CUDA = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _functorch_active = torch._C._are_functorch_transforms_active
+# A tensor of a transform's level (torch.func's wrappers, kept past their level by a vjp
+# function too) or of the older vmap (torch.autograd.grad's is_grads_batched, gradcheck's
+# check_batched_grad, vectorised torch.autograd.functional.jacobian), which sets no flag.
+_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+_legacy_batched = torch._C._functorch.is_legacy_batchedtensor
 _function_modes = torch._C._len_torch_function_stack
 _tracing = torch._C._get_tracing_state
 _set_tracing = torch._C._set_tracing_state
@@ -84,7 +90,7 @@ def kernel_keys(*tensors: torch.Tensor | None) -> torch._C.DispatchKeySet | None
     Taken when no gradient or tangent can be recorded, no dispatch or torch-function mode (fake
     tensors, profiling), no ``torch.func`` transform and no ``torch.jit.trace`` is active,
     torch.compile is not tracing, and every tensor is a plain dense ``torch.Tensor`` on the CPU
-    or a CUDA device: the keys skipped would only pass the call on, at a cost of microseconds
+    or a CUDA device, wrapped by no transform (a level's wrapper, the older vmap's batch): the keys skipped would only pass the call on, at a cost of microseconds
     (the Autograd key's kernel is Python). A negative bit (``x.conj().imag``) and autograd's
     zero tensors must be resolved, and sparse, mkldnn, quantized and nested tensors refused, by
     the dispatcher. torch.compile first: Dynamo folds it to True and must not trace the other
@@ -98,6 +104,8 @@ def kernel_keys(*tensors: torch.Tensor | None) -> torch._C.DispatchKeySet | None
     for t in tensors:
         if t is not None and (
             type(t) is not _Tensor
+            or _functorch_wrapped(t)
+            or _legacy_batched(t)
             or (grad and t.requires_grad)
             or t.layout is not _strided
             or t.is_neg()
