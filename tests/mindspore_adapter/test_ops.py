@@ -3,6 +3,7 @@ gradients, running statistics in a training step, and the wheel in a fresh envir
 
 from __future__ import annotations
 
+import re
 import subprocess
 import venv
 from pathlib import Path
@@ -62,6 +63,14 @@ def _bn_infer_no_stats(x):
 
 def _bn_train_plain(x):
     return ofm.batch_norm(x, None, None, training=True)
+
+
+def _ln_past_64_bits(x):
+    return ofm.layer_norm(x, (2**64 + 4,))
+
+
+def _ln_past_31_bits(x):
+    return ofm.layer_norm(x, (2**33,))
 
 
 # (id, function, its inputs, error, message)
@@ -157,6 +166,15 @@ ERRORS = [
         ValueError,
         "opforge.mindspore.batch_norm: needs at least 2 values per channel, got x of shape [1, 3]",
     ),
+    (
+        # An empty tensor's dims may pass 2**31; the shape that carries the scalars may not.
+        "layer_norm shape past 31 bits",
+        _ln_past_31_bits,
+        lambda: (Tensor(np.ones((0, 2**33), np.float32)),),
+        ValueError,
+        "opforge.mindspore.layer_norm: normalized_shape [8589934592] is past what opforge's "
+        "MindSpore ops can carry: each value must be below 2**31 in magnitude",
+    ),
 ]
 
 
@@ -168,6 +186,17 @@ def test_argument_errors(fn, inputs, error, message, mode):
     with pytest.raises(error) as raised:
         call(fn, mode)(*inputs())
     assert message in str(raised.value)
+
+
+def test_a_shape_past_64_bits_is_refused_naming_it(mode):
+    # It once reached the kernel's checks wrapped to 64 bits, and then an error naming nothing.
+    # PYNATIVE sees the Python int; GRAPH mode's compiler has wrapped it already (2**64 + 4
+    # arrives as -2**63 + 4), which the shape check refuses.
+    with pytest.raises((OverflowError, ValueError)) as raised:
+        call(_ln_past_64_bits, mode)(f32(2, 4))
+    assert re.match(r"opforge\.mindspore\.layer_norm: .*normalized_shape", str(raised.value))
+    if mode == "pynative":
+        assert "out of range for 64-bit ints, got [18446744073709551620]" in str(raised.value)
 
 
 def test_kernel_failure_names_op_and_reason(mode, capfd):

@@ -299,9 +299,32 @@ def test_mul_broadcasts_and_takes_numbers(mode, a_shape, b_shape):
     a, b = f32(*a_shape), f32(*b_shape, seed=1)
     same(*both(mode, _mul, a, b))
     same(*both(mode, _mul_number, a))
-    # The float32 operand is rounded to float16 before the product (MindSpore rounds only the
-    # result): within float16's precision.
+    # A float32 operand with dims makes the product float32; a 0-d one leaves it float16,
+    # computed in float32 and rounded once, as MindSpore's.
     same(*both(mode, _mul, a.astype(mstype.float16), b), rtol=2e-3, atol=1e-4)
+
+
+def _mul_large(m, t):
+    return m.mul(t, 100000.0)
+
+
+def _mul_tiny(m, t):
+    return m.mul(1e-6, t)
+
+
+def test_mul_reads_a_number_half_cannot_hold_in_float32_as_mindspore(mode):
+    # ops.mul reads a float number, and a 0-d float32 or float64 tensor, beside a float16
+    # tensor in float32 and rounds the product once: 1e5 rounded to float16 first is inf (and
+    # so was every product, where MindSpore's are finite), 1e-6 a subnormal.
+    x = Tensor(np.array([-0.607, 0.5, 0.1, 3.0, 1e-3, 0.0], np.float16))
+    for fn in (_mul_large, _mul_tiny):
+        ours, native = both(mode, fn, x)
+        assert ours.dtype == native.dtype == mstype.float16
+        np.testing.assert_array_equal(ours.asnumpy(), native.asnumpy())
+    for s in (np.float32(1e5), np.float32(0.1), np.float64(3e-6)):
+        ours, native = both(mode, _mul, x, Tensor(s))
+        assert ours.dtype == native.dtype == mstype.float16
+        np.testing.assert_array_equal(ours.asnumpy(), native.asnumpy())
 
 
 def _gelu(m, t):
@@ -423,6 +446,19 @@ def test_layer_norm_stats_variance_holds_where_the_mean_dwarfs_the_spread(mode):
     reference = x.asnumpy().astype(np.float64).var(-1)
     np.testing.assert_allclose(ours, reference, rtol=1e-4)
     np.testing.assert_allclose(ours, native, rtol=1e-4)
+
+
+def test_layer_norm_stats_variance_of_rows_with_nan_inf_or_huge_values_matches(mode):
+    # A NaN or inf in a row once gave variance 0 (MindSpore's CPU maximum(NaN, 0) is 0), and
+    # values whose squares overflow float32 gave inf where the variance is 2e38.
+    rows = [[np.nan, 1, 2, 3], [np.inf, 1, 2, 3], [2e19, -2e19, 0, 0], [1e-25, -1e-25, 0, 0]]
+    x = Tensor(np.array(rows, np.float32))
+    g, b = Tensor(np.ones(4, np.float32)), Tensor(np.zeros(4, np.float32))
+    ours = call(_stats_of(1e-7), mode)(x, g, b)[2].asnumpy().ravel()
+    native = call(_layernorm_of(1e-7), mode)(x, g, b)[2].asnumpy().ravel()
+    np.testing.assert_array_equal(np.isnan(ours), [True, True, False, False])
+    np.testing.assert_allclose(ours[2:], native[2:], rtol=1e-6)
+    np.testing.assert_allclose(ours[2], 2e38, rtol=1e-6)
 
 
 def test_layer_norm_stats_refuses_params_over_other_dims():

@@ -294,7 +294,7 @@ def _public(op: Op, fn: Function) -> list[str]:
     if fn.promote:
         names = ", ".join(fn.promote)
         extra = ", zero_dim_as_number=True" if fn.zero_dim_as_number else ""
-        lines.append(f'    {names} = _rt.promote("{fn.name}", {names}{extra})')
+        lines.append(f'    {names}, cast = _rt.promote("{fn.name}", {names}{extra})')
     for name, interval in fn.ranges.items():
         lines.append(f'    _rt.in_range("{fn.name}", "{name}", {name}, "{interval}")')
     values = []
@@ -340,6 +340,8 @@ def _public(op: Op, fn: Function) -> list[str]:
             else:
                 items.append(name)
         lines.append(f"    return {', '.join(items)}")
+    elif fn.promote:
+        lines.append(f"    return _rt.cast_result({fn.returns}, cast)")
     else:
         lines.append(f"    return {fn.returns}")
     return [*lines, "", ""]

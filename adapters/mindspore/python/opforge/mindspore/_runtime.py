@@ -194,6 +194,8 @@ def _check_scalar(fn: str, name: str, kind: str, value: object) -> None:
         isinstance(value, (tuple, list)) and all(_is_int(v) for v in value)
     ):
         raise _fail(fn, f"{name} must be a sequence of ints, got {value!r}", TypeError)
+    if base == "int[]" and any(not -(2**63) <= int(v) < 2**63 for v in value):
+        raise _fail(fn, f"{name} is out of range for 64-bit ints, got {list(value)}", OverflowError)
     if base.startswith("str:") and value not in base[4:].split("|"):
         allowed = ", ".join(repr(v) for v in base[4:].split("|"))
         raise _fail(fn, f"{name} must be one of {allowed}, got {value!r}", ValueError)
@@ -250,6 +252,16 @@ def prepare(op: str, fn: str, metas: tuple, scalars: tuple) -> Tensor:
         value = arguments[name]
         if dim_of is not None and value is not None:
             value = value % max(ranks[dim_of], 1)
+        ints = value if kind.startswith("int[]") else (value,) if kind.startswith("int") else ()
+        if any(v is not None and abs(v) >= 2**31 for v in ints):
+            # The shape of a tensor carries the scalars (_encoding), and GRAPH mode takes no
+            # dim of 2**31 or more.
+            raise _fail(
+                fn,
+                f"{name} {list(value) if kind.startswith('int[]') else value} is past what "
+                "opforge's MindSpore ops can carry: each value must be below 2**31 in magnitude",
+                ValueError,
+            )
         items.append((kind, value))
     return _attribute_tensor(_encoding.encode(items))
 
@@ -390,9 +402,39 @@ def _as(v, dtype):
     return ops.scalar_to_tensor(v, dtype)
 
 
+# float16's and bfloat16's largest finite and smallest normal numbers.
+_HALF_RANGE = {
+    mstype.float16: (65504.0, 2.0**-14),
+    mstype.bfloat16: (3.3895313892515355e38, 2.0**-126),
+}
+
+
+@ops.constexpr
+def _computed_in(a, b, dtype, zero_dim_as_number):
+    """(the dtype a promoted op computes in, the dtype its result is cast to after: None when
+    the same). ``ops.mul`` (``zero_dim_as_number``) reads a float number, and a 0-d float32 or
+    float64 tensor, in float32 beside a float16 or bfloat16 tensor, and rounds the product once:
+    there the op computes in float32 where rounding the number to the dtype first would make it
+    inf, 0 or subnormal (x * 1e5 in float16 is finite), and always for such a 0-d tensor, whose
+    value GRAPH mode does not know. A number the dtype holds as a normal one is rounded to it,
+    which changes the product by at most one rounding. ``a`` and ``b`` as ``_result_dtype``'s."""
+    if not zero_dim_as_number or dtype not in _HALF_RANGE:
+        return dtype, None
+    largest, smallest = _HALF_RANGE[dtype]
+    for v in (a, b):
+        finite = isinstance(v, float) and math.isfinite(v) and v != 0.0
+        if finite and not smallest <= abs(v) <= largest:
+            return mstype.float32, dtype
+        if isinstance(v, tuple) and v[1] and _FLOAT_RANK.get(v[0], 0) > 1:
+            return mstype.float32, dtype
+    return dtype, None
+
+
 def promote(fn: str, a, b, zero_dim_as_number: bool = False) -> tuple:
-    """Two operands as tensors of their result dtype under MindSpore's type promotion (that of
-    ``ops.mul`` with ``zero_dim_as_number``: a 0-d tensor counts as a number)."""
+    """Two operands as tensors under MindSpore's type promotion (that of ``ops.mul`` with
+    ``zero_dim_as_number``: a 0-d tensor counts as a number), and the dtype the op's result is
+    cast to afterwards (None: the operands' own, the result dtype; else they are float32 and it
+    is float16 or bfloat16: ``_computed_in``)."""
     a, b = _number(a), _number(b)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError(f"opforge.mindspore.{fn}: give at least one tensor, got {a} and {b}")
@@ -403,8 +445,15 @@ def promote(fn: str, a, b, zero_dim_as_number: bool = False) -> tuple:
         (isinstance(a, Tensor) or ops.isconstant(a), isinstance(b, Tensor) or ops.isconstant(b)),
         " or a Tensor",
     )
-    dtype = _result_dtype(fn, _dtype_or_value(fn, a), _dtype_or_value(fn, b), zero_dim_as_number)
-    return _as(a, dtype), _as(b, dtype)
+    va, vb = _dtype_or_value(fn, a), _dtype_or_value(fn, b)
+    dtype = _result_dtype(fn, va, vb, zero_dim_as_number)
+    compute, cast = _computed_in(va, vb, dtype, zero_dim_as_number)
+    return _as(a, compute), _as(b, compute), cast
+
+
+def cast_result(out: Tensor, dtype) -> Tensor:
+    """A promoted op's result in the dtype ``promote`` said it must have (None: as it is)."""
+    return out if dtype is None else out.astype(dtype)
 
 
 @ops.constexpr
@@ -455,12 +504,24 @@ def variance(x: Tensor, mean: Tensor) -> Tensor:
     statistic only: no gradient flows through it, as none flows through ``ops.LayerNorm``'s."""
     axes = tuple(range(mean.ndim, x.ndim))
     centred = x.astype(mstype.float32) - keep_dims(mean, x)
+    # Rows whose values' squares would overflow or underflow float32 are squared scaled by a
+    # power of two (exact), and the variance scaled back in two steps: [2e19, -2e19, 0, 0]'s is
+    # 2e38, which a float32 square of 2e19 would have made inf.
+    peak = ops.amax(ops.abs(centred), axis=axes, keepdims=True)
+    one = ops.ones_like(peak)
+    scale = ops.where(
+        peak > 2.0**60, one * 2.0**-64, ops.where(peak < 2.0**-60, one * 2.0**64, one)
+    )
+    scaled = centred * scale
     # The corrected two-pass formula: the float32 mean is up to half an ulp of x off, which the
     # mean of the centred values measures and removes (else a row near 1e4 with a spread of
     # 1e-3 came out 30% high).
-    offset = ops.mean(centred, axis=axes, keep_dims=True)
-    spread = ops.mean(ops.square(centred), axis=axes, keep_dims=True) - ops.square(offset)
-    return ops.stop_gradient(ops.maximum(spread, 0.0))
+    offset = ops.mean(scaled, axis=axes, keep_dims=True)
+    spread = (ops.mean(ops.square(scaled), axis=axes, keep_dims=True) - ops.square(offset)) / scale
+    spread = spread / scale
+    # Rounding can leave a constant row's spread just under 0. A NaN or inf in the row makes it
+    # NaN, which must stay NaN: MindSpore's CPU maximum(NaN, 0) is 0.
+    return ops.stop_gradient(ops.where(spread < 0.0, ops.zeros_like(spread), spread))
 
 
 def param_shape(fn: str, gamma) -> tuple:
