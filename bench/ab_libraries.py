@@ -53,7 +53,9 @@ def _gpu_rows(lib: KernelLibrary, group: str) -> list[dict]:
     if group == "argmax":
         gpu.time_argmax(bench, gpu.ARGMAX_ISSUE_CASES + gpu.ARGMAX_GOOD_CASES)
     else:
-        gpu.time_softmax_columns(bench, gpu.SOFTMAX_COLUMN_CASES)
+        gpu.time_softmax_columns(
+            bench, gpu.SOFTMAX_COLUMN_ISSUE_CASES + gpu.SOFTMAX_COLUMN_MORE_CASES
+        )
     return [
         {
             "op": r["case"],

@@ -384,6 +384,12 @@ BAD = [
         _set("ops.batch_norm.mindspore.0.ranges", {"epsilon": "(0, 1]"}),
         "ops.batch_norm.mindspore.0.ranges.epsilon: expected a parameter of a mindspore function",
     ),
+    (
+        # The adapters cast one promoted result back; a tuple's would stay float32.
+        "promote with several results",
+        _set("ops.mul.mindspore.0.returns", ["out"]),
+        "ops.mul.mindspore.0.promote: expected a function with one result (returns: a name)",
+    ),
 ]
 
 

@@ -397,7 +397,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 // memory (each thread copies and reads only its own packs) while the group works on the
 // current one. Each thread keeps its columns' sums in registers, and its weights, both the same
 // for every row; at the end the stages' memory holds every thread's sums, slot by slot, for
-// group 0 to add up.
+// group 0 to add up (a block of one group stores its sums from registers).
 template <class T, class W, bool kCentered, int R, int S, int P, int kBlockThreads>
 __global__ void __launch_bounds__(kBlockThreads)
     backward_staged(const T* __restrict__ dy, const T* __restrict__ x,
@@ -611,14 +611,14 @@ __global__ void __launch_bounds__(kLongThreads)
   }
 }
 
+constexpr int kColumnSumLoads = 8;  // a column_sums thread's partial rows in flight at once
+
 // out_j[c] = sum over b < blocks of part[j][b][c], b in order; j = blockIdx.y. Block 32 x 32,
 // each thread V adjacent columns (V > 1 only when n % V == 0): with V = 4 one wave of blocks
 // covers a row of 8192 columns on an H100, each thread's loads 16 bytes. With `discard` (rows of
 // whole 128-byte lines, part aligned to them), the lines read are dropped from L2 afterwards:
 // written moments before by the row kernel and still there, they would otherwise be written
 // back to memory (8.6 MB for layer_norm's 4096 x 8192 on an H100), which nothing reads again.
-constexpr int kColumnSumLoads = 8;
-
 template <int V>
 __global__ void __launch_bounds__(1024)
     column_sums(const float* __restrict__ part, int64_t blocks, int64_t n, float* __restrict__ out0,
@@ -634,15 +634,15 @@ __global__ void __launch_bounds__(1024)
   if (c < n) {
     // All of a thread's rows in flight at once, up to kColumnSumLoads (one wait for L2 where
     // there are at most 32 * kColumnSumLoads blocks, as the 132 of an H100), added in order.
-    for (int64_t first = ty; first < blocks; first += 32 * kColumnSumLoads) {
+    for (int64_t b0 = ty; b0 < blocks; b0 += 32 * kColumnSumLoads) {
       float v[kColumnSumLoads][V];
 #pragma unroll
       for (int u = 0; u < kColumnSumLoads; ++u) {
-        if (first + 32 * u < blocks) load_floats<float, V>(p + (first + 32 * u) * n + c, v[u]);
+        if (b0 + 32 * u < blocks) load_floats<float, V>(p + (b0 + 32 * u) * n + c, v[u]);
       }
 #pragma unroll
       for (int u = 0; u < kColumnSumLoads; ++u) {
-        if (first + 32 * u < blocks) {
+        if (b0 + 32 * u < blocks) {
 #pragma unroll
           for (int k = 0; k < V; ++k) s[k] += v[u][k];
         }

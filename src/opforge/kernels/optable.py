@@ -710,6 +710,9 @@ def _function(
     promote = raw.get("promote") or []
     if not isinstance(promote, list) or any(p not in names for p in promote):
         raise (where / "promote").error("expected a list of the function's parameters")
+    if promote and isinstance(returns, tuple):
+        # The adapters cast a promoted op's one result back to the promoted dtype.
+        raise (where / "promote").error("expected a function with one result (returns: a name)")
     zero_dim = raw.get("zero_dim_as_number", False)
     if not isinstance(zero_dim, bool) or (zero_dim and (framework != "mindspore" or not promote)):
         raise (where / "zero_dim_as_number").error(

@@ -195,7 +195,12 @@ def _check_scalar(fn: str, name: str, kind: str, value: object) -> None:
     ):
         raise _fail(fn, f"{name} must be a sequence of ints, got {value!r}", TypeError)
     if base == "int[]" and any(not -(2**63) <= int(v) < 2**63 for v in value):
-        raise _fail(fn, f"{name} is out of range for 64-bit ints, got {list(value)}", OverflowError)
+        raise _fail(
+            fn,
+            f"{name} is out of range for 64-bit ints, got {list(value)}: give values from -2**63 "
+            "to 2**63-1",
+            OverflowError,
+        )
     if base.startswith("str:") and value not in base[4:].split("|"):
         allowed = ", ".join(repr(v) for v in base[4:].split("|"))
         raise _fail(fn, f"{name} must be one of {allowed}, got {value!r}", ValueError)
@@ -451,7 +456,7 @@ def promote(fn: str, a, b, zero_dim_as_number: bool = False) -> tuple:
     return _as(a, compute), _as(b, compute), cast
 
 
-def cast_result(out: Tensor, dtype) -> Tensor:
+def cast_result(out: Tensor, dtype: mstype.Type | None) -> Tensor:
     """A promoted op's result in the dtype ``promote`` said it must have (None: as it is)."""
     return out if dtype is None else out.astype(dtype)
 
@@ -504,13 +509,14 @@ def variance(x: Tensor, mean: Tensor) -> Tensor:
     statistic only: no gradient flows through it, as none flows through ``ops.LayerNorm``'s."""
     axes = tuple(range(mean.ndim, x.ndim))
     centred = x.astype(mstype.float32) - keep_dims(mean, x)
-    # Rows whose values' squares would overflow or underflow float32 are squared scaled by a
-    # power of two (exact), and the variance scaled back in two steps: [2e19, -2e19, 0, 0]'s is
-    # 2e38, which a float32 square of 2e19 would have made inf.
+    # Rows whose squares, or their float32 sum over up to 2**47 values, would overflow (or
+    # underflow) are squared scaled by a power of two (exact), and the variance scaled back in
+    # two steps: [2e19, -2e19, 0, 0]'s is 2e38, and 4096 values of +-1e18 have 1e36, which
+    # unscaled float32 squares or their sum would have made inf.
     peak = ops.amax(ops.abs(centred), axis=axes, keepdims=True)
     one = ops.ones_like(peak)
     scale = ops.where(
-        peak > 2.0**60, one * 2.0**-64, ops.where(peak < 2.0**-60, one * 2.0**64, one)
+        peak > 2.0**40, one * 2.0**-64, ops.where(peak < 2.0**-60, one * 2.0**64, one)
     )
     scaled = centred * scale
     # The corrected two-pass formula: the float32 mean is up to half an ulp of x off, which the

@@ -90,8 +90,9 @@ def kernel_keys(*tensors: torch.Tensor | None) -> torch._C.DispatchKeySet | None
     Taken when no gradient or tangent can be recorded, no dispatch or torch-function mode (fake
     tensors, profiling), no ``torch.func`` transform and no ``torch.jit.trace`` is active,
     torch.compile is not tracing, and every tensor is a plain dense ``torch.Tensor`` on the CPU
-    or a CUDA device, wrapped by no transform (a level's wrapper, the older vmap's batch): the keys skipped would only pass the call on, at a cost of microseconds
-    (the Autograd key's kernel is Python). A negative bit (``x.conj().imag``) and autograd's
+    or a CUDA device, wrapped by no transform (a level's wrapper, the older vmap's batch): the
+    keys skipped would only pass the call on, at a cost of microseconds (the Autograd key's
+    kernel is Python). A negative bit (``x.conj().imag``) and autograd's
     zero tensors must be resolved, and sparse, mkldnn, quantized and nested tensors refused, by
     the dispatcher. torch.compile first: Dynamo folds it to True and must not trace the other
     checks.
