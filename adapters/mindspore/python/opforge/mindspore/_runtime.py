@@ -161,6 +161,10 @@ def _is_int(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def _fits_64_bits(value) -> bool:
+    return -(2**63) <= int(value) < 2**63
+
+
 def _check_scalar(fn: str, name: str, kind: str, value: object) -> None:
     base = kind.rstrip("?")
     if kind.endswith("?") and value is None:
@@ -178,7 +182,7 @@ def _check_scalar(fn: str, name: str, kind: str, value: object) -> None:
             f"{name} is too large for a double, got an int of {len(str(abs(value)))} digits",
             OverflowError,
         )
-    if base == "int" and not -(2**63) <= int(value) < 2**63:
+    if base == "int" and not _fits_64_bits(value):
         raise _fail(fn, f"{name} is out of range for a 64-bit int, got {value}", OverflowError)
     if base == "bool" and not isinstance(value, (bool, np.bool_)):
         raise _fail(fn, f"{name} must be a bool, got {value!r}", TypeError)
@@ -194,7 +198,7 @@ def _check_scalar(fn: str, name: str, kind: str, value: object) -> None:
         isinstance(value, (tuple, list)) and all(_is_int(v) for v in value)
     ):
         raise _fail(fn, f"{name} must be a sequence of ints, got {value!r}", TypeError)
-    if base == "int[]" and any(not -(2**63) <= int(v) < 2**63 for v in value):
+    if base == "int[]" and not all(_fits_64_bits(v) for v in value):
         raise _fail(
             fn,
             f"{name} is out of range for 64-bit ints, got {list(value)}: give values from -2**63 "
@@ -407,10 +411,11 @@ def _as(v, dtype):
     return ops.scalar_to_tensor(v, dtype)
 
 
-# float16's and bfloat16's largest finite and smallest normal numbers.
+# float16's and bfloat16's largest finite and smallest normal numbers (bfloat16: float32's
+# exponents with 8 significant bits; NumPy has no bfloat16).
 _HALF_RANGE = {
-    mstype.float16: (65504.0, 2.0**-14),
-    mstype.bfloat16: (3.3895313892515355e38, 2.0**-126),
+    mstype.float16: (float(np.finfo(np.float16).max), float(np.finfo(np.float16).tiny)),
+    mstype.bfloat16: ((2 - 2.0**-7) * 2.0**127, float(np.finfo(np.float32).tiny)),
 }
 
 
