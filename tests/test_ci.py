@@ -83,7 +83,7 @@ def test_an_exclude_without_reason_is_refused(tmp_path):
           - match: {cuda: "13.0"}
         """,
     )
-    with pytest.raises(ConfigError, match=r"exclude\[0\]: an exclude needs a `reason:`"):
+    with pytest.raises(ConfigError, match=r"exclude\[0\]\.reason: required key is missing"):
         load_matrix(path, VERSIONS)
 
 
@@ -449,3 +449,43 @@ def test_a_project_without_its_matrix_or_versions_gives_the_hint(tmp_path):
     lines = versions.stderr.splitlines()
     assert lines[0].startswith(f"opforge: error: cannot read {tmp_path / 'images'}")
     assert lines[1].startswith("  hint: ") and "--project DIR" in lines[1]
+
+
+def test_report_escapes_what_a_record_or_folder_name_would_print_raw(tmp_path):
+    """A root-level record names its cell; neither that name nor a folder's reaches the
+    terminal or the markdown table with an escape sequence or a line break."""
+    (tmp_path / "cell-record.json").write_text(
+        json.dumps({"cell": "\x1b[31mRED\x1b[0m\nnewline", "status": "failed", "error": "a\tb"})
+    )
+    tabbed = tmp_path / "cell-x\ty" / "kernels.xml"
+    tabbed.parent.mkdir()
+    tabbed.write_text('<testsuite tests="1" time="0.5"/>')
+    terminal = cli(REPO, "ci", "report", str(tmp_path))
+    markdown = cli(REPO, "ci", "report", str(tmp_path), "--format", "markdown")
+    for result in (terminal, markdown):
+        assert result.returncode == 1
+        assert "\x1b" not in result.stdout + result.stderr and "\t" not in result.stdout
+        assert result.stderr.splitlines()[0] == (
+            "opforge: error: 1 of 2 cells failed: \\x1b[31mRED\\x1b[0m\\nnewline"
+        )
+    assert markdown.stdout.splitlines()[2:] == [
+        "| \\x1b[31mRED\\x1b[0m\\nnewline | failed | 0 | 0 | 0 | 0 | 0.0 | a b |",
+        "| x\\ty | passed | 1 | 0 | 0 | 0 | 0.5 |  |",
+    ]
+    rows = terminal.stdout.splitlines()
+    assert len(rows) == 3 and rows[1].startswith("\\x1b[31mRED\\x1b[0m\\nnewline  failed")
+
+
+def test_render_says_when_the_workflow_was_already_up_to_date(tmp_path):
+    for name in ("ci", "images", ".github"):
+        shutil.copytree(REPO / name, tmp_path / name)
+    shutil.copy(REPO / "checksums.yaml", tmp_path / "checksums.yaml")
+    workflow = tmp_path / WORKFLOW_PATH
+    cells = len(load_matrix(MATRIX, VERSIONS).included)
+    unchanged = cli(tmp_path, "ci", "render")
+    assert unchanged.returncode == 0, unchanged.stderr
+    assert unchanged.stdout == f"{WORKFLOW_PATH} is up to date ({cells} cells)\n"
+    workflow.write_text("stale\n")
+    written = cli(tmp_path, "ci", "render")
+    assert written.stdout == f"wrote {WORKFLOW_PATH} ({cells} cells)\n"
+    assert workflow.read_text() == (REPO / WORKFLOW_PATH).read_text()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -381,3 +382,75 @@ def test_images_context_names_a_build_dir_that_is_a_file(tmp_path):
         f"{afile} exists and is not a directory"
     )
     assert hint.startswith(f"  hint: move {afile} away, or set OPFORGE_BUILD_DIR to a directory")
+
+
+@pytest.mark.parametrize(
+    ("frameworks", "message", "hint"),
+    [
+        (
+            ["torch==2.13.0\n--index-url http://evil.example/simple"],
+            "--framework 'torch==2.13.0\\n--index-url http://evil.example/simple' contains a "
+            "line break or control character",
+            "give one PEP 508 requirement per --framework, e.g. --framework torch==2.13.0 "
+            "--framework 'numpy<2'",
+        ),
+        (
+            ["none", "torch"],
+            "--framework none (an image without a framework) contradicts --framework 'torch'",
+            "give --framework none alone, or only the frameworks to install",
+        ),
+    ],
+)
+def test_images_context_refuses_a_bad_framework_before_writing_anything(
+    tmp_path, frameworks, message, hint
+):
+    build = tmp_path / "build"
+    flags = ["--kind", "runtime", "--flavour", "ngc"]
+    env = {"OPFORGE_BUILD_DIR": str(build), "OPFORGE_EXTRA_CA": "", "PIP_CERT": ""}
+    for framework in frameworks:
+        flags += ["--framework", framework]
+    result = _offline_context(tmp_path, *flags, env=env)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [f"opforge: error: {message}", f"  hint: {hint}"]
+    assert not build.exists()
+    # The same flags with one requirement per --framework make the context.
+    good = _offline_context(tmp_path, *flags[:4], "--framework", "torch==2.13.0", env=env)
+    assert good.returncode == 0, good.stderr
+    packages = build / "images" / "ngc-runtime" / "context" / "packages-runtime.txt"
+    assert packages.read_text().endswith("\nwheel\ntorch==2.13.0\n")
+
+
+@pytest.mark.parametrize(
+    ("ngc", "message"),
+    [
+        (
+            '{image: "nvidia/cuda:13.0.0\\nRUN curl evil", digest: null}',
+            "combinations[0].ngc.devel.image: 'nvidia/cuda:13.0.0\\nRUN curl evil' is not an "
+            "image reference",
+        ),
+        (
+            '{image: "nvidia/cuda:13.0.0-cudnn-devel-ubuntu24.04", digest: "sha256:xyz"}',
+            "combinations[0].ngc.devel.digest: 'sha256:xyz' is not a sha256 digest",
+        ),
+        (
+            '{image: "nvidia/cuda:13.0.0-cudnn-devel-ubuntu24.04", digest: "sha256:'
+            + "A" * 64
+            + '"}',
+            f"combinations[0].ngc.devel.digest: 'sha256:{'A' * 64}' is not a sha256 digest",
+        ),
+    ],
+)
+def test_an_ngc_reference_or_digest_that_is_not_one_is_refused(tmp_path, ngc, message):
+    path = tmp_path / "versions.yaml"
+    runtime = '{image: "registry.example:5000/nvidia/cuda:13.0.0-runtime", digest: "sha256:'
+    path.write_text(
+        "combinations:\n  - cuda: '13.0'\n    cudnn: '9.13'\n    pip_reason: x\n"
+        f'    deb_reason: y\n    ngc: {{devel: {ngc}, runtime: {runtime}{"0" * 64}"}}}}\n'
+    )
+    with pytest.raises(ConfigError, match=f"^{re.escape(f'{path}: {message}')}$"):
+        load_combinations(path)
+    # A well-formed pair (a registry with a port, a digest of 64 lowercase hex digits) loads.
+    path.write_text(path.read_text().replace(ngc, '{image: "nvidia/cuda:13.0.0-devel"}'))
+    (combo,) = load_combinations(path)
+    assert combo.ngc["runtime"].digest == "sha256:" + "0" * 64
+    assert combo.ngc["runtime"].image == "registry.example:5000/nvidia/cuda:13.0.0-runtime"

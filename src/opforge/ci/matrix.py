@@ -8,12 +8,19 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from opforge.ci.schema import schema_problem
 from opforge.errors import ConfigError, unreadable
-from opforge.images.spec import Combination, load_combinations
+from opforge.images.spec import NO_FRAMEWORK, Combination, load_combinations
+from opforge.requirements import requirement_problem
 from opforge.yamlfile import read_yaml_file
 
-AXES = ("cuda", "cudnn", "framework")
+DEFAULT_RUNNER = ("self-hosted", "gpu")
 _MATRIX_HINT = "ci/README.md describes the matrix file; compare with the one in the repository"
+
+
+def _id_part(framework: str) -> str:
+    """``torch2.13.0`` for ``torch==2.13.0``: the framework's part of its cells' ids."""
+    return re.sub(r"[^A-Za-z0-9.]+", "", framework.replace("==", ""))
 
 
 @dataclass(frozen=True)
@@ -31,8 +38,7 @@ class Cell:
     @property
     def id(self) -> str:
         """``cuda13.0-cudnn9.13-torch2.13.0``."""
-        name = re.sub(r"[^A-Za-z0-9.]+", "", self.framework.replace("==", ""))
-        return f"cuda{self.cuda}-cudnn{self.cudnn}-{name}"
+        return f"cuda{self.cuda}-cudnn{self.cudnn}-{_id_part(self.framework)}"
 
     @property
     def framework_name(self) -> str:
@@ -81,67 +87,50 @@ class Matrix:
 
 
 def _matches(rule: dict, values: dict[str, str]) -> bool:
-    for axis, wanted in rule.items():
-        options = wanted if isinstance(wanted, list) else [wanted]
-        if values[axis] not in [str(o) for o in options]:
-            return False
-    return True
+    return all(
+        values[axis] in (wanted if isinstance(wanted, list) else [wanted])
+        for axis, wanted in rule.items()
+    )
 
 
-def _frameworks(path: Path, data: dict) -> list[tuple[str, tuple[str, ...]]]:
-    raw = data.get("frameworks")
-    if not isinstance(raw, list) or not raw:
-        raise ConfigError(
-            f"{path}: expected a non-empty `frameworks:` list",
-            hint=_MATRIX_HINT,
-        )
+def _requirement_error(where: str, requirement: str, problem: str) -> ConfigError:
+    return ConfigError(
+        f"{where}: {requirement!r} {problem}",
+        hint="give one PEP 508 requirement per entry, e.g. torch==2.13.0 or 'numpy<2'",
+    )
+
+
+def _frameworks(path: Path, raw: list[dict]) -> list[tuple[str, tuple[str, ...]]]:
+    """Each framework and what it installs with; the images' pip reads them line by line, so
+    each is checked as recipes' ``wheel.requires`` are (a line break would add pip options)."""
     found = []
+    # Ids name jobs, artifacts and report rows: two frameworks must not share one.
+    id_parts: dict[str, int] = {}
     for i, entry in enumerate(raw):
-        if not isinstance(entry, dict) or not str(entry.get("requirement") or "").strip():
+        where = f"{path}: frameworks[{i}]"
+        requirement, extra = entry["requirement"], tuple(entry.get("with") or ())
+        if requirement == NO_FRAMEWORK and extra:
             raise ConfigError(
-                f"{path}: frameworks[{i}]: expected `requirement:` (and optionally `with:`)",
-                hint='e.g. {requirement: "torch==2.13.0"}',
+                f"{where}.with: {NO_FRAMEWORK!r} (no framework) installs nothing with it",
+                hint=f"remove `with:` from the {NO_FRAMEWORK!r} entry",
             )
-        found.append((str(entry["requirement"]), tuple(str(w) for w in entry.get("with") or [])))
+        problem = None if requirement == NO_FRAMEWORK else requirement_problem(requirement)
+        if problem:
+            raise _requirement_error(f"{where}.requirement", requirement, problem)
+        for j, other in enumerate(extra):
+            problem = requirement_problem(other)
+            if problem:
+                raise _requirement_error(f"{where}.with[{j}]", other, problem)
+        first = id_parts.setdefault(_id_part(requirement), i)
+        if first != i:
+            raise ConfigError(
+                f"{where}.requirement: {requirement!r} gives the same cell ids as "
+                f"frameworks[{first}] ({_id_part(requirement)})",
+                hint="list each framework once (a cell id keeps a requirement's letters, digits "
+                "and dots)",
+            )
+        found.append((requirement, extra))
     return found
-
-
-def _cudnn_per_cuda(path: Path, data: dict) -> dict[str, list[str]]:
-    raw = data.get("cuda")
-    if not isinstance(raw, dict) or not raw:
-        raise ConfigError(
-            f"{path}: expected `cuda:` mapping each CUDA version to its cuDNN list",
-            hint=_MATRIX_HINT,
-        )
-    for cuda, cudnns in raw.items():
-        if not isinstance(cudnns, list) or not cudnns:
-            raise ConfigError(
-                f"{path}: cuda.{cuda}: expected a non-empty list of cuDNN versions",
-                hint=_MATRIX_HINT,
-            )
-    return {str(cuda): [str(c) for c in cudnns] for cuda, cudnns in raw.items()}
-
-
-def _rules(path: Path, data: dict) -> list[tuple[dict, str]]:
-    rules = []
-    for i, rule in enumerate(data.get("exclude") or []):
-        where = f"{path}: exclude[{i}]"
-        if not isinstance(rule, dict) or not isinstance(rule.get("match"), dict):
-            raise ConfigError(
-                f"{where}: expected `match:` and `reason:`",
-                hint=_MATRIX_HINT,
-            )
-        if not str(rule.get("reason") or "").strip():
-            raise ConfigError(
-                f"{where}: an exclude needs a `reason:`", hint="say why the cell cannot run"
-            )
-        unknown = sorted(set(rule["match"]) - set(AXES))
-        if unknown:
-            raise ConfigError(
-                f"{where}.match.{unknown[0]}: unknown axis", hint=f"axes: {', '.join(AXES)}"
-            )
-        rules.append((rule["match"], str(rule["reason"]).strip()))
-    return rules
 
 
 def load_matrix(path: Path, versions: Path) -> Matrix:
@@ -150,19 +139,16 @@ def load_matrix(path: Path, versions: Path) -> Matrix:
         data = read_yaml_file(path)
     except OSError as exc:
         raise unreadable(path, exc, "the CI matrix of the project") from None
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{path}: expected `cuda:`, `frameworks:` and `exclude:`",
-            hint=_MATRIX_HINT,
-        )
-    cudnn_per_cuda = _cudnn_per_cuda(path, data)
-    frameworks = _frameworks(path, data)
-    rules = _rules(path, data)
+    problem = schema_problem(data)
+    if problem:
+        raise ConfigError(f"{path}: {problem}", hint=_MATRIX_HINT)
+    frameworks = _frameworks(path, data["frameworks"])
+    rules = [(rule["match"], rule["reason"].strip()) for rule in data.get("exclude") or []]
     combos: dict[tuple[str, str], Combination] = {
         (c.cuda, c.cudnn): c for c in load_combinations(versions)
     }
     cells = []
-    for cuda, cudnns in cudnn_per_cuda.items():
+    for cuda, cudnns in data["cuda"].items():
         for cudnn, (framework, extra) in itertools.product(cudnns, frameworks):
             values = {"cuda": cuda, "cudnn": cudnn, "framework": framework}
             reason = next((why for match, why in rules if _matches(match, values)), None)
@@ -176,7 +162,7 @@ def load_matrix(path: Path, versions: Path) -> Matrix:
                 )
             flavour = combo.flavours()[0] if combo is not None and combo.flavours() else "pip"
             cells.append(Cell(cuda, cudnn, framework, reason, flavour, extra))
-    runner = tuple(str(label) for label in data.get("runner") or ["self-hosted", "gpu"])
+    runner = tuple(data.get("runner") or DEFAULT_RUNNER)
     matrix = Matrix(path, runner, tuple(cells), data.get("ci_cell"))
     if matrix.ci_cell is not None:
         matrix.cell(matrix.ci_cell)  # an unknown or excluded ci_cell is an error here

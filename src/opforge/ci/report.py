@@ -48,6 +48,13 @@ class CellResult:
         return "passed" if self.tests else "no tests"
 
 
+def shown(text: str) -> str:
+    """``text`` as it may reach a terminal or a markdown table: every character that is not
+    printable (escape sequences, line breaks) written as its code, so a record or a folder name
+    can neither drive the terminal nor break a row."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
 class CellsFailed(OpforgeError):
     """A cell of the report failed: the table, already printed, gives each one's reason."""
 
@@ -115,8 +122,6 @@ def _add_record(result: CellResult, record: dict) -> None:
     if record["status"] == "failed":
         error = record.get("error")
         why = " ".join(error.split()) if isinstance(error, str) and error.strip() else None
-        # Shown on a terminal: no escape sequence or other control character gets through.
-        why = why and "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in why)
         why = why or "no reason recorded (see the cell's log)"
         result.reason = f"{result.reason}; {why}" if result.reason else why
     if result.recorded != "failed":
@@ -151,14 +156,17 @@ def table(results: list[CellResult], fmt: str = "terminal") -> str:
     header = ["cell", "status", "tests", "failed", "errors", "skipped", "time (s)", "reason"]
     rows = [
         [
-            r.cell,
-            r.status,
-            str(r.tests),
-            str(r.failures),
-            str(r.errors),
-            str(r.skipped),
-            f"{r.seconds:.1f}",
-            r.reason,
+            shown(field)
+            for field in (
+                r.cell,
+                r.status,
+                str(r.tests),
+                str(r.failures),
+                str(r.errors),
+                str(r.skipped),
+                f"{r.seconds:.1f}",
+                r.reason,
+            )
         ]
         for r in results
     ]
@@ -189,7 +197,7 @@ def print_report(root: Path, fmt: str = "terminal") -> int:
         )
     sys.stdout.write(table(results, fmt))
     sys.stdout.flush()
-    failed = [r.cell for r in results if r.status == "failed"]
+    failed = [shown(r.cell) for r in results if r.status == "failed"]
     if failed:
         raise CellsFailed(
             f"{len(failed)} of {len(results)} cells failed: {', '.join(failed)}",

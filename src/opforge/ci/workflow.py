@@ -123,9 +123,9 @@ def render(matrix: Matrix) -> str:
     return HEADER + body
 
 
-def sync_workflow(root: Path, matrix: Matrix, *, check: bool) -> None:
+def sync_workflow(root: Path, matrix: Matrix, *, check: bool) -> bool:
     """Write the workflow under ``root`` when it differs from ``matrix``'s rendering; with
-    ``check``, raise ``ConfigError`` instead."""
+    ``check``, raise ``ConfigError`` instead. Returns whether the file was written."""
     path = root / WORKFLOW_PATH
     # Before reading too: --check must not pass on a file outside the project that a link
     # stands in for.
@@ -136,10 +136,11 @@ def sync_workflow(root: Path, matrix: Matrix, *, check: bool) -> None:
     except (FileNotFoundError, ConfigError):
         current = None  # missing, unreadable or not UTF-8: out of date, written anew
     if current == text:
-        return
+        return False
     if check:
         raise ConfigError(
             f"{WORKFLOW_PATH} is out of date with ci/matrix.yaml",
             hint="run `opforge ci render` and commit the result",
         )
     write_text(path, text, root=root)
+    return True

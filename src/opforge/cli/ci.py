@@ -31,11 +31,10 @@ def cmd_render(args: argparse.Namespace, settings: Settings) -> int:
     from opforge.ci.workflow import sync_workflow
 
     matrix = _matrix(settings)
-    sync_workflow(project(settings).root, matrix, check=args.check)
-    if args.check:
-        print(f"{WORKFLOW_PATH} is up to date")
-    else:
+    if sync_workflow(project(settings).root, matrix, check=args.check):
         print(f"wrote {WORKFLOW_PATH} ({len(matrix.included)} cells)")
+    else:
+        print(f"{WORKFLOW_PATH} is up to date ({len(matrix.included)} cells)")
     return 0
 
 

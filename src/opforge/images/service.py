@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opforge.dockerengine import docker_client
+from opforge.errors import ConfigError
 from opforge.images.build import BuiltImage, build_image
 from opforge.images.spec import (
     DEFAULT_FRAMEWORKS,
@@ -19,6 +20,7 @@ from opforge.images.spec import (
 )
 from opforge.pins.fetch import Fetcher
 from opforge.project import Project
+from opforge.requirements import requirement_problem
 from opforge.settings import Settings
 from opforge.yamledit import find, render, rewrite_file
 from opforge.yamlfile import read_text_file
@@ -61,8 +63,33 @@ def image_options(
     )
 
 
+def frameworks_to_install(requested: tuple[str, ...] | None) -> tuple[str, ...]:
+    """What ``--framework`` asks an image to install: the default for ``None``, nothing for
+    ``none``. Each must be one PEP 508 requirement on one line, since pip reads the image's
+    package list line by line (a line break would add options such as ``--index-url``)."""
+    if requested is None:
+        return DEFAULT_FRAMEWORKS
+    others = [r for r in requested if r != NO_FRAMEWORK]
+    if others and len(others) != len(requested):
+        raise ConfigError(
+            f"--framework {NO_FRAMEWORK} (an image without a framework) contradicts "
+            f"--framework {others[0]!r}",
+            hint=f"give --framework {NO_FRAMEWORK} alone, or only the frameworks to install",
+        )
+    for requirement in others:
+        problem = requirement_problem(requirement)
+        if problem:
+            raise ConfigError(
+                f"--framework {requirement!r} {problem}",
+                hint="give one PEP 508 requirement per --framework, e.g. --framework "
+                "torch==2.13.0 --framework 'numpy<2'",
+            )
+    return tuple(others)
+
+
 def image_spec(project: Project, kind: str, options: ImageOptions) -> ImageSpec:
     """The spec for ``kind`` under ``options`` (versions from images/versions.yaml)."""
+    frameworks = frameworks_to_install(options.frameworks)
     combos = load_combinations(project.versions_file)
     combination = find_combination(combos, options.cuda, options.cudnn)
     if options.flavour not in combination.flavours():
@@ -72,9 +99,7 @@ def image_spec(project: Project, kind: str, options: ImageOptions) -> ImageSpec:
         flavour=options.flavour,
         combination=combination,
         base_image=base_for(options.flavour, combination, options.base_image),
-        frameworks=DEFAULT_FRAMEWORKS
-        if options.frameworks is None
-        else tuple(f for f in options.frameworks if f != NO_FRAMEWORK),
+        frameworks=frameworks,
         keep_ca=options.keep_ca,
         extra_ca=options.extra_ca,
         find_links=options.find_links,

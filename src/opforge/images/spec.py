@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,14 @@ PIP_SUITE = "bookworm"
 DEFAULT_FRAMEWORKS = (TORCH,)
 # `--framework none`: an image without a framework (the kernel library needs none).
 NO_FRAMEWORK = "none"
+# A Docker image reference without digest (name[:tag], the registry's host first if any), as
+# Docker's reference grammar has it; the digest is recorded apart, in `digest:`.
+_HOST = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REFERENCE = re.compile(
+    rf"(?:{_HOST}(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*(?::\w[\w.-]{{0,127}})?", re.ASCII
+)
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -118,6 +127,25 @@ def base_for(flavour: str, combination: Combination, base_image: str | None) -> 
     return (base_image or DEFAULT_BASE).replace("{suite}", suite)
 
 
+def _ngc_image(where: str, raw: dict) -> NgcImage:
+    """One ``ngc.<kind>`` entry, its reference and digest checked: both go into a Dockerfile's
+    ``FROM``, where a line break would add instructions of its own."""
+    image, digest = raw["image"], raw.get("digest")
+    if not isinstance(image, str) or not _IMAGE_REFERENCE.fullmatch(image):
+        raise ConfigError(
+            f"{where}.image: {image!r} is not an image reference",
+            hint="give name[:tag], e.g. nvidia/cuda:13.0.0-cudnn-devel-ubuntu24.04 (the digest "
+            "goes in `digest:`)",
+        )
+    if digest is not None and (not isinstance(digest, str) or not _DIGEST.fullmatch(digest)):
+        raise ConfigError(
+            f"{where}.digest: {digest!r} is not a sha256 digest",
+            hint="give sha256: and 64 lowercase hex digits, or null until `opforge images lock` "
+            "records it",
+        )
+    return NgcImage(image, digest)
+
+
 def _wheels(raw: dict, key: str) -> dict[str, tuple[str, ...]] | None:
     value = raw.get(key)
     return None if value is None else {kind: tuple(value[kind]) for kind in KINDS}
@@ -158,10 +186,7 @@ def load_combinations(path: Path, text: str | None = None) -> list[Combination]:
             cuda = str(raw["cuda"])
             ngc = raw.get("ngc")
             if ngc is not None:
-                ngc = {
-                    kind: NgcImage(str(ngc[kind]["image"]), ngc[kind].get("digest"))
-                    for kind in KINDS
-                }
+                ngc = {kind: _ngc_image(f"{where}.ngc.{kind}", ngc[kind]) for kind in KINDS}
             reasons = {f: str(raw[f"{f}_reason"]) for f in FLAVOURS if raw.get(f"{f}_reason")}
             combo = Combination(
                 cuda,
