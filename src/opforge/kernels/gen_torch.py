@@ -502,7 +502,17 @@ def _dispatch(op: Op) -> list[str]:
         f'            raise missing_tensor("{op.name}", {{{named}}})',
     ]
     if updated:
-        lines.append(f'        refuse_lazy_bits("{op.name}", {{{updated}}})')
+        flag = op.update_flag
+        if flag is None:
+            lines.append(f'        refuse_lazy_bits("{op.name}", {{{updated}}})')
+        else:
+            # Tensors only read in this call (the update flag off) may be lazily negated views.
+            lines += [
+                f"        if {flag.name}:",
+                f'            refuse_lazy_bits("{op.name}", {{{updated}}})',
+                "        else:",
+                *(f"            {a.name} = resolved_bits({a.name})" for a in op.updated),
+            ]
     lines += [
         f"        keys = kernel_keys({', '.join(tensors)})",
         "        if keys is not None:",
@@ -553,6 +563,7 @@ def python_source(table: OpTable) -> str:
         "    refuse_grad_of_updated,",
         "    refuse_lazy_bits,",
         "    refuse_nested_forward_mode,",
+        "    resolved_bits,",
         "    underivable_kernel,",
         "    sum_to,",
         "    vmap_by_loop,",
@@ -590,7 +601,9 @@ def python_source(table: OpTable) -> str:
         if op.backward is not None:
             lines += _function_class(table, op)
             updated = {op.args.index(a): a.name for a in op.updated}
-            extra = f", {updated!r}" if updated else ""
+            flag = op.update_flag
+            when = op.args.index(flag) if flag is not None else None
+            extra = f", {updated!r}, {when!r}" if updated else ""
             lines += [
                 f'_LIB.impl("{op.name}", autograd_kernel(_OPS.{op.name}.default, _{op.class_name}, '
                 f'{positions!r}{extra}), "Autograd", with_keyset=True)',

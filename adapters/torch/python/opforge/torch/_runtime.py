@@ -134,18 +134,24 @@ def autograd_kernel(
     function: type,
     tensors: tuple[int, ...],
     updated: dict[int, str] | None = None,
+    when: int | None = None,
 ) -> Callable:
     """The Autograd-key kernel of ``op`` for direct ``torch.ops.opforge`` calls.
 
     ``tensors`` are the positions of the tensor arguments; a call needing autograd goes through
     ``function`` (refused first if an argument it updates in place, at ``updated``, requires
-    grad), any other straight to the backend kernel.
+    grad), any other straight to the backend kernel. ``when``: the position of the bool
+    argument under which the op updates them (None: every call).
     """
 
     def kernel(keyset, *args):
         named = {name: args[k] for k, name in updated.items()} if updated else None
-        if named:
+        if named and (when is None or args[when]):
             refuse_lazy_bits(op.name(), named)
+        elif named:
+            args = list(args)
+            for k in updated:
+                args[k] = resolved_bits(args[k])
         if needs_autograd(*(args[i] for i in tensors)):
             if named:
                 refuse_grad_of_updated(op.name(), named)
@@ -178,6 +184,16 @@ def refuse_lazy_bits(op: str, updated: dict) -> None:
                 f"lazily negated or conjugated view (such as x.conj().imag): pass "
                 f"{name}.resolve_neg() and use the result"
             )
+
+
+def resolved_bits(t):
+    """A tensor the op would update in place but only reads in this call (batch_norm's running
+    statistics in inference), its negative or conjugate bit resolved: torch's fallback for the
+    bits fails an internal assert on an argument declared as written. Not under torch.compile,
+    which resolves the bits itself."""
+    if isinstance(t, _Tensor) and not _compiling() and (t.is_neg() or t.is_conj()):
+        return t.resolve_neg().resolve_conj()
+    return t
 
 
 def refuse_grad_of_updated(op: str, updated: dict) -> None:
@@ -399,9 +415,11 @@ _FLOAT32_MAX = torch.finfo(torch.float32).max
 _HALF = (torch.float16, torch.bfloat16)
 
 
-def _number_dtype(value: bool | int | float) -> torch.dtype:
+def _number_dtype(value: bool | int | float | complex) -> torch.dtype:
     if isinstance(value, bool):
         return torch.bool
+    if isinstance(value, complex):
+        return _TO_COMPLEX[torch.get_default_dtype()]
     return torch.int64 if isinstance(value, int) else torch.get_default_dtype()
 
 
@@ -524,8 +542,9 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
     result must be cast to afterwards (None: the operands' own).
 
     Python numbers and 0-d CPU tensors become 0-d tensors on the other operand's device (as
-    torch takes them beside CUDA tensors); results outside float32,
-    float16 and bfloat16 are refused naming the function. A float16 or bfloat16 result is
+    torch takes them beside CUDA tensors); two numbers, 0-d CPU tensors of the default dtype (as
+    torch's ``add(2.0, 3.0)``); results outside float32, float16 and bfloat16 are refused naming
+    the function, as NotImplementedError (torch computes them, opforge has no kernel for them). A float16 or bfloat16 result is
     computed in float32 from the operands as given, and cast down once, where torch reads the
     other operand unrounded and rounding it would change it (``_read_unrounded``); else in the
     dtype, that operand rounded to it first, as torch's.
@@ -549,25 +568,36 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
     for value in (a, b):
         require_64_bits(name, "an int operand", value)
     a, b = _plain_number(a), _plain_number(b)
-    if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor):
-        raise TypeError(f"opforge.torch.{name}: give at least one tensor, got {a!r} and {b!r}")
     for value in (a, b):
-        if not isinstance(value, (torch.Tensor, bool, int, float)):
+        if not isinstance(value, (torch.Tensor, bool, int, float, complex)):
             raise TypeError(
-                f"opforge.torch.{name}: operands are tensors or real Python numbers (bool, int, "
-                f"float), got {type(value).__name__}"
+                f"opforge.torch.{name}: operands are tensors or Python numbers, got "
+                f"{type(value).__name__}"
             )
         if isinstance(value, torch.Tensor) and value.is_quantized:
             # torch's promote_types refuses quantized dtypes in a many-line message.
             raise _other_backend(f"opforge::{name}", f"Quantized{value.device.type.upper()}")
-    dtype = result_dtype(a, b)
+    try:
+        dtype = result_dtype(a, b)
+    except RuntimeError:  # torch's promote_types refuses bits dtypes beside others
+        dtypes = " and ".join(
+            str(v.dtype if isinstance(v, torch.Tensor) else type(v).__name__).removeprefix("torch.")
+            for v in (a, b)
+        )
+        raise NotImplementedError(
+            f"opforge.torch.{name}: operands of {dtypes} have no common dtype; opforge computes "
+            "float32, float16 and bfloat16"
+        ) from None
     if dtype not in _FLOATING:
-        raise TypeError(
+        raise NotImplementedError(
             f"opforge.torch.{name}: the result dtype would be {dtype}; opforge computes float32, "
             "float16 and bfloat16"
         )
     tensors = [v for v in (a, b) if isinstance(v, torch.Tensor)]
-    device = next((t.device for t in tensors if t.dim() > 0 or t.is_cuda), tensors[0].device)
+    if not tensors:
+        device = torch.device("cpu")
+    else:
+        device = next((t.device for t in tensors if t.dim() > 0 or t.is_cuda), tensors[0].device)
     return _converted(name, a, b, dtype, device)
 
 
@@ -674,10 +704,12 @@ def argument_error(exc: RuntimeError, checks: Callable, args: tuple) -> Exceptio
     if found is None:
         return _typed(exc, checks, args)
     op, expected, name, got, value = found.groups()
-    if got == expected:
-        return OverflowError(f"{op}: {name} is out of range for a 64-bit {expected}, got {value}")
     optional = expected.startswith("Optional[")
     kind = expected[len("Optional[") : -1] if optional else expected
+    if got == kind:
+        # An int past 64 bits, which torch's parser refuses as ValueError ("Overflow when
+        # unpacking long long").
+        return ValueError(f"{op}: {name} is out of range for a 64-bit {kind}, got {value}")
     wanted = {"int": "an int", "float": "a number", "bool": "a bool", "str": "a string"}.get(
         kind, kind
     )
@@ -700,15 +732,26 @@ def _typed(exc: RuntimeError, checks: Callable, args: tuple) -> Exception:
     except Exception as refusal:  # whatever they raise, exc stands unless it is the same words
         if str(refusal) == str(exc) and type(refusal) is not type(exc):
             return type(refusal)(str(exc))
+        if isinstance(refusal, NotImplementedError) and _UNNAMED_DTYPE.search(str(exc)):
+            return refusal  # the checks name the dtype the stable ABI could not
     return exc
 
 
-def _wrong_type(function: str, name: str, wanted: str, value) -> TypeError:
+# A dtype DLPack has no code for (float8, complex32) reaches the library unnamed; one the stable
+# ABI has no conversion for (bits16) fails in LibTorch before opforge's code, naming neither.
+_UNNAMED_DTYPE = re.compile(r"dtype unsupported \(DLPack code \d+\)|Not yet supported ScalarType")
+
+
+def _shown(value) -> str:
     # The value's repr on one line (a masked array's spans three), and not at any length.
     shown = " ".join(repr(value).split())
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def _wrong_type(function: str, name: str, wanted: str, value) -> TypeError:
     return TypeError(
-        f"opforge.torch.{function}: {name} must be {wanted}, got {type(value).__name__} {shown}"
+        f"opforge.torch.{function}: {name} must be {wanted}, got {type(value).__name__} "
+        f"{_shown(value)}"
     )
 
 
@@ -798,18 +841,49 @@ def dtype_argument(function: str, dtype) -> torch.dtype:
 
 
 def float_alpha(alpha, operand: torch.Tensor, other=None):
-    """add's alpha, refused where torch refuses it for a floating result: a bool (or bool
-    tensor), an int past 64 bits, a finite number past the range of the type torch converts it
-    to (the operand's dtype on CPU, float32 for every dtype on CUDA, which computes in it).
-    Times ``other`` where ``promote`` left that a number to fold into alpha."""
-    if isinstance(alpha, bool) or (isinstance(alpha, torch.Tensor) and alpha.dtype == torch.bool):
-        raise _wrong_type("add", "alpha", "a number (a bool alpha is for bool results)", alpha)
+    """add's alpha, refused where torch refuses it for a floating result, with torch's
+    exception: a bool (or bool tensor) or a complex number (RuntimeError), an int past 64 bits
+    (OverflowError), a finite number past the range of the type torch converts it to
+    (RuntimeError; the operand's dtype on CPU, float32 for every dtype on CUDA, which computes
+    in it). On CPU a float16/bfloat16 op takes alpha rounded to the dtype, as torch's CPU kernel
+    (1e-8 is 0 in float16, and 0 * inf is NaN). Times ``other`` where ``promote`` left that a
+    number to fold into alpha."""
     # Every dtype holds an alpha up to float16's largest: the usual case, checked at once.
-    if not (isinstance(alpha, (int, float)) and abs(alpha) <= 65504.0):
+    plain = type(alpha) in (int, float)
+    if not (plain and abs(alpha) <= 65504.0):
+        _alpha_kind(alpha)
         require_64_bits("add", "alpha", alpha)
         _alpha_fits(alpha, operand)
+    if (
+        isinstance(operand, torch.Tensor)
+        and operand.dtype in _HALF
+        and operand.device.type == "cpu"
+        and not (plain and alpha == 1)
+        and not _holds(float(alpha), operand.dtype)
+    ):
+        alpha = torch.tensor(float(alpha), dtype=operand.dtype).item()
     # float(): a NumPy or 0-d tensor alpha would otherwise keep its own type in the product.
     return float(alpha) * other if isinstance(other, float) else alpha
+
+
+def _alpha_kind(alpha) -> None:
+    # torch takes a bool or complex alpha as a Scalar and refuses it in the kernel, as
+    # RuntimeError; a NumPy bool is a number 0 or 1 to it.
+    kind = _dtype_kind(alpha) if not isinstance(alpha, (bool, complex)) else None
+    if isinstance(alpha, bool) or (isinstance(alpha, torch.Tensor) and kind == "b"):
+        raise RuntimeError(
+            "opforge.torch.add: a bool alpha is only supported for bool results, got "
+            f"{_shown(alpha)}: pass a number"
+        )
+    if (
+        isinstance(alpha, complex)
+        or (isinstance(alpha, torch.Tensor) and alpha.is_complex())
+        or (kind == "c")
+    ):
+        raise RuntimeError(
+            "opforge.torch.add: alpha must not be a complex number for real tensors, got "
+            f"{_shown(alpha)}"
+        )
 
 
 def _alpha_fits(alpha, operand: torch.Tensor) -> None:
@@ -820,7 +894,7 @@ def _alpha_fits(alpha, operand: torch.Tensor) -> None:
     dtype = operand.dtype if operand.device.type == "cpu" else torch.float32
     largest = torch.finfo(dtype).max
     if abs(alpha) > largest:
-        raise OverflowError(
+        raise RuntimeError(
             f"opforge.torch.add: alpha {alpha:g} does not fit "
             f"{str(dtype).removeprefix('torch.')}, as torch refuses it: pass |alpha| <= {largest:g}"
         )
