@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -16,7 +17,10 @@ from pathlib import Path
 import pytest
 
 from opforge.build.engine import BuildEngine
+from opforge.build.fingerprint import generator_sources
 from opforge.build.steps import HostRunner
+from opforge.build.toolchain import require_python_package
+from opforge.errors import BuildError, RecipeError
 from opforge.handoff import Handoff
 from opforge.pins.cache import ContentCache
 from opforge.pins.digest import hash_file
@@ -560,7 +564,8 @@ def generated_project(tmp_path, monkeypatch) -> Project:
         "name: gen\nschema: 1\nsources: [gen/*]\ncmake: {source_dir: gen}\n"
         "profiles: {cpu: {}}\noutputs: [share/gen/value.txt]\ngenerators: [probe_generator]\n"
     )
-    modules = tmp_path / "modules"
+    # A generator is the project's own code (or opforge's): it lives in the checkout.
+    modules = root / "modules"
     modules.mkdir()
     (modules / "probe_generator.py").write_text(GENERATOR.format(version="v1"))
     # The build's interpreter (this one) runs the generator: both must find it.
@@ -576,7 +581,7 @@ def test_a_changed_generator_rebuilds_and_regenerates(generated_project):
     assert value.read_text() == "input v1\n"
     assert _statuses(project) == {"gen": "up-to-date"}
 
-    generator = project.root.parent / "modules" / "probe_generator.py"
+    generator = project.root / "modules" / "probe_generator.py"
     # (A longer text: a same-size rewrite within one second would let Python reuse the .pyc.)
     generator.write_text(GENERATOR.format(version="version 2"))
     lines: list[str] = []
@@ -600,6 +605,42 @@ def test_an_unknown_generator_is_one_clear_error(generated_project):
         in result.stderr
     )
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "problem"),
+    [
+        ("python_packages: ['']", "python_packages[0]: '' must be a Python distribution name"),
+        ("generators: [os]", "generators[0]: 'os' has no source file (a built-in or frozen"),
+        ("generators: [probe_generator, sys]", "generators[1]: 'sys' has no source file"),
+    ],
+)
+def test_a_field_a_build_cannot_use_stops_it_in_one_line(generated_project, field, problem):
+    """`opforge build` validates first: nothing is built, and the error is one line."""
+    recipe = generated_project.recipes_dir / "gen.yaml"
+    text = recipe.read_text().replace("generators: [probe_generator]\n", "")
+    recipe.write_text(f"{text}{field}\n")
+    result = opforge(generated_project.root, "build")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    first, hint = result.stderr.strip().splitlines()
+    assert first.startswith(f"opforge: error: {recipe}: {problem}"), first
+    assert hint.startswith("  hint: ")
+    assert not generated_project.dist_dir.exists()
+
+
+def test_the_build_path_refuses_what_it_cannot_fingerprint_or_look_up(generated_project):
+    """Past validation too (a caller that builds a Recipe itself), a generator without source
+    and a package name importlib cannot look up are one-line errors, not tracebacks."""
+    recipe = generated_project.load_recipes(generated_project.load_pins()).get("gen")
+    frozen = dataclasses.replace(recipe, generators=("probe_generator", "os"))
+    with pytest.raises(RecipeError) as info:
+        generator_sources(frozen, generated_project.root)
+    assert str(info.value) == (
+        f"{recipe.path}: generators[1]: 'os' has no source file (a built-in or frozen module)"
+    )
+    assert set(generator_sources(recipe, generated_project.root)) == {"probe_generator"}
+    with pytest.raises(BuildError, match=r"^python package '' is not a distribution name \(x\)$"):
+        require_python_package("", "x")
 
 
 def test_adapter_recipes_name_the_op_generator():

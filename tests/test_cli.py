@@ -325,6 +325,71 @@ def test_a_missing_command_is_one_line_with_a_hint():
     assert "hint: see `opforge --help`" in result.stderr
 
 
+def test_an_unknown_option_before_the_command_is_named():
+    for argv in (["--bogus"], ["--bogus", "recipes", "list"], ["recipes", "--bogus"]):
+        result = run(*argv)
+        assert result.returncode == 2
+        assert_user_error(result, "unrecognized arguments: --bogus")
+    missing = run("recipes")
+    assert missing.returncode == 2
+    assert_user_error(missing, "the following arguments are required: ACTION")
+
+
+def test_a_project_flag_inside_a_checkout_names_its_root(tmp_path):
+    """--project at a folder that is not a checkout's root says so, as OPFORGE_PROJECT does,
+    instead of blaming a pins file it never named."""
+    flagged = run("--project", "kernels", "recipes", "list")
+    assert flagged.returncode == 1
+    assert_user_error(flagged, f"--project {REPO / 'kernels'} has no checksums.yaml")
+    assert f"hint: point --project at the checkout's root, {REPO}, or leave it out" in (
+        flagged.stderr
+    )
+    variable = run("recipes", "list", env={"OPFORGE_PROJECT": str(REPO / "kernels")})
+    assert_user_error(variable, f"OPFORGE_PROJECT={REPO / 'kernels'} has no checksums.yaml")
+    elsewhere = run("--project", str(tmp_path), "recipes", "list")
+    assert_user_error(elsewhere, f"--project {tmp_path} has no checksums.yaml")
+    assert "pins file" not in elsewhere.stderr
+
+
+def test_relative_cache_and_build_dir_are_the_current_directorys(tmp_path, file_server):
+    """Started in a folder below the project with relative OPFORGE_CACHE and OPFORGE_BUILD_DIR,
+    a build downloads, configures, builds and logs in those folders under it, and CMake (run
+    from the project root) gets the pinned file's real path."""
+    body = os.urandom(5_000)
+    url = file_server.add("/data.bin", body)
+    root = tmp_path / "project"
+    (root / "lib").mkdir(parents=True)
+    (root / "recipes").mkdir()
+    (root / "checksums.yaml").write_text(
+        f"pins:\n  data:\n    url: {url}\n    sha256: {sha256(body)}\n"
+    )
+    (root / "lib" / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(lib NONE)\n"
+        'if(NOT EXISTS "${OPFORGE_PIN_DATA}")\n'
+        '  message(FATAL_ERROR "no pinned file at ${OPFORGE_PIN_DATA}")\nendif()\n'
+        'install(FILES "${OPFORGE_PIN_DATA}" DESTINATION share RENAME data.bin)\n'
+    )
+    (root / "recipes" / "lib.yaml").write_text(
+        "name: lib\nschema: 1\nsources: [lib/*]\npins: [data]\ncmake: {source_dir: lib}\n"
+        "profiles: {cpu: {}}\noutputs: [share/data.bin]\n"
+    )
+    here = root / "lib"
+    env = {"OPFORGE_CACHE": "relcache", "OPFORGE_BUILD_DIR": "relbuild"}
+    result = run("build", "--quiet", cwd=here, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (root / "dist" / "cpu" / "share" / "data.bin").read_bytes() == body
+    tree = here / "relbuild" / "cpu" / "lib"
+    assert (tree / "CMakeCache.txt").is_file() and (tree / "opforge-build.log").is_file()
+    assert (here / "relbuild" / ".opforge.lock").is_file()
+    assert (here / "relcache" / "sha256").is_dir()
+    assert not (root / "relbuild").exists() and not (root / "relcache").exists()
+    # A blank OPFORGE_CACHE is unset (the user cache dir), not a folder named " ".
+    blank_env = {"OPFORGE_CACHE": " ", "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    blank = run("pins", "fetch", cwd=here, env=blank_env)
+    assert blank.returncode == 0, blank.stderr
+    assert (tmp_path / "xdg" / "opforge" / "sha256").is_dir() and not (here / " ").exists()
+
+
 def test_a_missing_project_directory_is_named(tmp_path):
     result = run("--project", str(tmp_path / "nonexistent"), "pins", "list")
     assert_user_error(result, f"project directory {tmp_path / 'nonexistent'} (--project) does not")

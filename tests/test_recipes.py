@@ -305,6 +305,94 @@ def test_options_opforge_sets_or_that_are_not_variables_are_refused(project, opt
     assert str(info.value).startswith(f"{path}: {key}: recipe 'beta': {problem}"), str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("options", "key", "problem"),
+    [
+        ("{1: a}", "cmake.options", "key 1 is a number in YAML, not a name"),
+        ("{~: a}", "cmake.options", "key None is null in YAML, not a name"),
+        ('{"A\\nB": a}', "cmake.options.'A\\nB'", "recipe 'beta': 'A\\nB' is not a plain CMake"),
+    ],
+)
+def test_an_option_key_that_is_not_a_name_is_one_line(project, options, key, problem):
+    """Through the CLI: a YAML key that is a number, null or holds a line break is refused in
+    one line, without a traceback."""
+    path = _write(
+        project,
+        "beta",
+        BASE.format(name="beta").replace(
+            "  source_dir: src/beta", f"  source_dir: src/beta\n  options: {options}"
+        ),
+    )
+    result = run_opforge("--project", str(project.root), "recipes", "validate")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    first, hint = result.stderr.strip().splitlines()
+    assert first.startswith(f"opforge: error: {path}: {key}: {problem}"), first
+    assert hint.startswith("  hint: ")
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "problem"),
+    [
+        (
+            lambda t: t.replace("src/beta/**/*", "src/beta/**x"),
+            "sources[0]",
+            "'src/beta/**x' has '**' inside a name",
+        ),
+        (lambda t: t.replace("src/beta/**/*", "**"), "sources[0]", "'**' ends in '**'"),
+        (
+            lambda t: t.replace("src/beta/**/*", "**/*"),
+            "sources[0]",
+            "'**/*' also matches in build/, which opforge writes",
+        ),
+        (
+            lambda t: t.replace("src/beta/**/*", "d*/x.txt"),
+            "sources[0]",
+            "'d*/x.txt' also matches in dist/",
+        ),
+        (
+            lambda t: t.replace("[lib/libbeta.so]", "[lib/**.so]"),
+            "outputs[0]",
+            "'lib/**.so' has '**' inside a name",
+        ),
+        (lambda t: t + "pins: [tool, tool]\n", "pins", "'tool' is listed twice"),
+        (lambda t: t + "depends_on: [alpha, alpha]\n", "depends_on", "'alpha' is listed twice"),
+        (lambda t: t + "python_packages: ['']\n", "python_packages[0]", "'' must be a Python"),
+        (lambda t: t + "python_packages: [a b]\n", "python_packages[0]", "'a b' must be a Python"),
+        (lambda t: t + "generators: [os]\n", "generators[0]", "'os' has no source file"),
+        (lambda t: t + "generators: [sys]\n", "generators[0]", "'sys' has no source file"),
+        (
+            lambda t: t + "generators: [json]\n",
+            "generators[0]",
+            "'json' is at ",
+        ),
+        (
+            lambda t: t + "generators: [email.mime]\n",
+            "generators[0]",
+            "'email.mime': its package 'email' is at ",
+        ),
+        (
+            lambda t: t + "generators: [opforge..kernels]\n",
+            "generators[0]",
+            "'opforge..kernels' is not a Python module name",
+        ),
+    ],
+)
+def test_what_a_build_would_crash_on_is_refused_by_validation(project, change, key, problem):
+    path = _write(project, "beta", change(BASE.format(name="beta")))
+    with pytest.raises(RecipeError) as info:
+        _load(project)
+    assert str(info.value).startswith(f"{path}: {key}: {problem}"), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_generators_of_the_project_and_of_opforge_are_accepted(project, monkeypatch):
+    (project.root / "tools").mkdir()
+    (project.root / "tools" / "gen_beta.py").write_text("print('generated')\n")
+    monkeypatch.syspath_prepend(str(project.root / "tools"))
+    _write(project, "beta", BASE.format(name="beta") + "generators: [gen_beta, opforge.kernels]\n")
+    assert _load(project).get("beta").generators == ("gen_beta", "opforge.kernels")
+
+
 def test_validate_refuses_an_install_prefix_outside_the_project(project):
     _write(
         project,

@@ -14,7 +14,12 @@ import yaml
 from opforge.errors import ConfigError
 from opforge.frameworks import MINDSPORE, TORCH
 from opforge.handoff import Handoff
-from opforge.settings import ENVIRONMENT, PIP_CACHE_VOLUME, resolve_settings
+from opforge.settings import (
+    ENVIRONMENT,
+    PIP_CACHE_VOLUME,
+    default_cache_dir,
+    resolve_settings,
+)
 from tests.conftest import REPO
 
 PACKAGE = REPO / "src" / "opforge"
@@ -141,6 +146,30 @@ def test_opforge_project_must_hold_a_checkout(tmp_path):
         settings.project_root()
     assert "OPFORGE_PROJECT" in info.value.hint
     assert resolve_settings({}, cwd=REPO / "src").project_root() == REPO
+
+
+def test_relative_folders_are_the_current_directorys_and_blank_ones_unset(tmp_path):
+    """A build runs its steps from the project root: a relative cache or build directory must
+    already name one folder, the one under the directory opforge was started in."""
+    here = tmp_path / "kernels"
+    relative = resolve_settings(
+        {"OPFORGE_CACHE": "relcache", "OPFORGE_BUILD_DIR": "relbuild"}, cwd=here
+    )
+    assert (relative.cache_dir, relative.build_dir) == (here / "relcache", here / "relbuild")
+    flagged = resolve_settings({"OPFORGE_CACHE": "relcache"}, cache="../flag", cwd=here)
+    assert flagged.cache_dir.is_absolute() and flagged.cache_dir.resolve() == tmp_path / "flag"
+    blank = {"OPFORGE_CACHE": " ", "OPFORGE_BUILD_DIR": "\t", "OPFORGE_PROJECT": "  "}
+    unset = resolve_settings(blank, cache=" ", cwd=REPO / "src")
+    assert (unset.cache_dir, unset.build_dir) == (default_cache_dir(), None)
+    assert unset.project_root() == REPO
+
+
+def test_project_flag_must_hold_a_checkout_and_names_the_one_around_it():
+    settings = resolve_settings({}, project="kernels", cwd=REPO)
+    with pytest.raises(ConfigError) as info:
+        settings.project_root()
+    assert str(info.value) == f"--project {REPO / 'kernels'} has no checksums.yaml"
+    assert info.value.hint == f"point --project at the checkout's root, {REPO}, or leave it out"
 
 
 def test_the_handoff_round_trips_and_refuses_anything_else(tmp_path):

@@ -1,4 +1,5 @@
-"""Where an opforge project is: the nearest directory holding its marker file."""
+"""Where an opforge project is (the nearest directory holding its marker file), and the folders
+opforge writes in it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ from pathlib import Path
 from opforge.errors import ConfigError
 
 PROJECT_MARKER = "checksums.yaml"
+# The folders opforge writes in a project: build trees and logs (unless OPFORGE_BUILD_DIR moves
+# them), and the installed outputs with the build record.
+BUILD_DIR = "build"
+DIST_DIR = "dist"
 
 
 def find_project_root(start: Path) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from opforge.paths import BUILD_DIR, DIST_DIR, PROJECT_MARKER
 from opforge.pins.model import PinSet, load_pins
 from opforge.recipes.loader import RecipeBook, load_recipes
 from opforge.settings import Settings
@@ -32,12 +33,12 @@ class Project:
     @property
     def build_dir(self) -> Path:
         """Scratch space for build trees, image contexts and logs (safe to delete)."""
-        return self.build_tree or self.root / "build"
+        return self.build_tree or self.root / BUILD_DIR
 
     @property
     def dist_dir(self) -> Path:
         """Installed outputs, wheels and the build record."""
-        return self.root / "dist"
+        return self.root / DIST_DIR
 
     @property
     def build_record(self) -> Path:
@@ -78,4 +79,4 @@ class Project:
 def open_project(settings: Settings) -> Project:
     """The project the settings name (or the one around their working directory)."""
     root = settings.project_root()
-    return Project(root, settings.pins_file or root / "checksums.yaml", settings.build_dir)
+    return Project(root, settings.pins_file or root / PROJECT_MARKER, settings.build_dir)

@@ -8,6 +8,7 @@ test keeps the two equal). The rest of the package receives a ``Settings`` or va
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -84,31 +85,50 @@ class Settings:
     ca_bundle: str | None = None
 
     def project_root(self) -> Path:
-        """The project root: as named (``OPFORGE_PROJECT`` must hold a checkout), else the
-        nearest directory at or above ``cwd`` holding checksums.yaml."""
+        """The project root: as named (``--project`` or ``OPFORGE_PROJECT``, which must hold a
+        checkout), else the nearest directory at or above ``cwd`` holding checksums.yaml."""
         if self.project_dir is None:
             return find_project_root(self.cwd)
         # --handoff names the project inside the container that opforge itself started.
-        if self.project_from != "--handoff" and not self.project_dir.is_dir():
+        if self.project_from == "--handoff":
+            return self.project_dir
+        checkout = f"the root of an opforge checkout (the directory holding {PROJECT_MARKER})"
+        if not self.project_dir.is_dir():
             state = "is not a directory" if self.project_dir.exists() else "does not exist"
             raise ConfigError(
                 f"project directory {self.project_dir} ({self.project_from}) {state}",
-                hint=f"point {self.project_from} at the root of an opforge checkout "
-                f"(the directory holding {PROJECT_MARKER})",
+                hint=f"point {self.project_from} at {checkout}",
             )
-        if (
-            self.project_from == "OPFORGE_PROJECT"
-            and not (self.project_dir / PROJECT_MARKER).is_file()
-        ):
+        if not (self.project_dir / PROJECT_MARKER).is_file():
+            flag = self.project_from == "--project"
+            named = (
+                f"--project {self.project_dir}" if flag else f"OPFORGE_PROJECT={self.project_dir}"
+            )
+            # Pointed at a folder inside a checkout, the likeliest slip: name its root.
+            with contextlib.suppress(ConfigError):
+                checkout = f"the checkout's root, {find_project_root(self.project_dir)}"
             raise ConfigError(
-                f"OPFORGE_PROJECT={self.project_dir} has no {PROJECT_MARKER}",
-                hint="point OPFORGE_PROJECT at the root of an opforge checkout, or unset it",
+                f"{named} has no {PROJECT_MARKER}",
+                hint=f"point {self.project_from} at {checkout}, or "
+                f"{'leave it out' if flag else 'unset it'}",
             )
         return self.project_dir
 
 
+def _given(value: str | None) -> str | None:
+    """``value`` unless it is unset, empty or only whitespace (``OPFORGE_CACHE=" "`` is a slip,
+    not a folder named " ")."""
+    return value if value and value.strip() else None
+
+
 def _path(value: str | None) -> Path | None:
-    return Path(value) if value else None
+    return Path(value) if _given(value) else None
+
+
+def _absolute(value: str | None, cwd: Path) -> Path | None:
+    """``value`` as a path against ``cwd``: a relative folder means the same one to every part
+    of a build, which runs its steps from the project root."""
+    return cwd / value if _given(value) else None
 
 
 def resolve_settings(
@@ -125,12 +145,13 @@ def resolve_settings(
 ) -> Settings:
     """Settings from flags (keyword arguments; None: not given), then the container ``handoff``,
     then ``environ``, then defaults."""
-    if project:
-        project_dir, project_from = Path(project).resolve(), "--project"
+    here = (cwd or Path.cwd()).absolute()
+    if _given(project):
+        project_dir, project_from = (here / project).resolve(), "--project"
     elif handoff is not None:
         project_dir, project_from = handoff.project, "--handoff"
-    elif environ.get("OPFORGE_PROJECT"):
-        project_dir, project_from = Path(environ["OPFORGE_PROJECT"]).resolve(), "OPFORGE_PROJECT"
+    elif _given(environ.get("OPFORGE_PROJECT")):
+        project_dir, project_from = (here / environ["OPFORGE_PROJECT"]).resolve(), "OPFORGE_PROJECT"
     else:
         project_dir, project_from = None, "the current directory"
     if find_links is not None:
@@ -141,20 +162,22 @@ def resolve_settings(
             Path(p) for p in environ.get("PIP_FIND_LINKS", "").split() if Path(p).is_dir()
         )
     return Settings(
-        cwd=cwd or Path.cwd(),
+        cwd=here,
         project_dir=project_dir,
         project_from=project_from,
         pins_file=_path(pins),
-        cache_dir=_path(cache)
+        cache_dir=_absolute(cache, here)
         or (handoff.cache_dir if handoff else None)
-        or _path(environ.get("OPFORGE_CACHE"))
+        or _absolute(environ.get("OPFORGE_CACHE"), here)
         or default_cache_dir(),
         build_dir=(handoff.build_dir if handoff else None)
-        or _path(environ.get("OPFORGE_BUILD_DIR")),
+        or _absolute(environ.get("OPFORGE_BUILD_DIR"), here),
         image=handoff.image if handoff else "host",
         progress=not (environ.get("CI") or environ.get("OPFORGE_NO_PROGRESS")),
         base_image=base_image or environ.get("BASE_IMAGE") or None,
-        extra_ca=_path(extra_ca or environ.get("OPFORGE_EXTRA_CA") or environ.get("PIP_CERT")),
+        extra_ca=_path(
+            _given(extra_ca) or _given(environ.get("OPFORGE_EXTRA_CA")) or environ.get("PIP_CERT")
+        ),
         find_links=links,
         pip_cache_volume=environ.get("OPFORGE_PIP_CACHE_VOLUME") or PIP_CACHE_VOLUME,
         proxies=proxy_environment(environ),

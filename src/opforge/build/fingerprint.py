@@ -6,9 +6,7 @@ Two builds with the same fingerprint produce the same outputs, so a match means 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 from opforge import __version__
@@ -16,9 +14,9 @@ from opforge.build import cmake as cmake_module
 from opforge.build import wheel as wheel_module
 from opforge.build.cmake import cmake_value
 from opforge.build.toolchain import Tool
-from opforge.errors import RecipeError
 from opforge.pins.digest import hash_bytes, hash_file
 from opforge.pins.model import PinSet
+from opforge.recipes.generators import generator_files
 from opforge.recipes.model import OptionValue, Recipe
 
 # How many names one category of change lists before "(+N more)".
@@ -51,33 +49,15 @@ def installed_outputs(prefix: Path, patterns: tuple[str, ...]) -> tuple[dict[str
     return digests, unmatched
 
 
-def generator_sources(recipe: Recipe) -> dict[str, str]:
+def generator_sources(recipe: Recipe, root: Path) -> dict[str, str]:
     """sha256 of the source of each generator module the recipe names (every ``.py`` file of a
-    package), as the interpreter running opforge, which the build runs them with, finds them.
-
-    Keys are module-relative (``opforge.kernels``, ``opforge.kernels:gen/torch.py``), so
-    the same code installed elsewhere fingerprints the same.
-    """
-    digests: dict[str, str] = {}
-    for i, name in enumerate(recipe.generators):
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or (spec.origin is None and not spec.submodule_search_locations):
-            raise RecipeError(
-                f"{recipe.path}: generators[{i}]: no Python module {name!r} in {sys.executable}",
-                hint="name a module of the platform that generates the target's code, "
-                "e.g. opforge.kernels",
-            )
-        if spec.submodule_search_locations:
-            for location in spec.submodule_search_locations:
-                for path in sorted(Path(location).rglob("*.py")):
-                    key = f"{name}:{path.relative_to(location).as_posix()}"
-                    digests[key] = hash_file(path)["sha256"]
-        else:
-            digests[name] = hash_file(Path(spec.origin))["sha256"]
-    return digests
+    package), as the interpreter running opforge, which the build runs them with, finds them in
+    project ``root`` or the opforge package (``opforge.recipes.generators``)."""
+    return {
+        key: hash_file(path)["sha256"]
+        for i, name in enumerate(recipe.generators)
+        for key, path in generator_files(name, root, f"{recipe.path}: generators[{i}]").items()
+    }
 
 
 def opforge_identity() -> str:
@@ -107,7 +87,7 @@ def compute_inputs(
             p.relative_to(root).as_posix(): hash_file(p)["sha256"]
             for p in source_files(root, recipe.sources)
         },
-        "generators": generator_sources(recipe),
+        "generators": generator_sources(recipe, root),
         "pins": {name: pins.pins[name].sha256 for name in recipe.pins},
         # opforge itself is part of the toolchain: it writes the build commands and wheels.
         "toolchain": {"opforge": opforge_identity(), **{tool.name: tool.version for tool in tools}},

@@ -19,7 +19,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from opforge.errors import ToolMissing
+from opforge.errors import BuildError, ToolMissing
 from opforge.settings import TOOL_VARIABLES
 
 _CUDA_HOMES = ("/usr/local/cuda/bin",)
@@ -124,9 +124,17 @@ def require_tool(name: str, why: str, override: str | None = None) -> Tool:
 
 
 def require_python_package(name: str, why: str) -> Tool:
-    """The version of python package ``name`` in this interpreter, or ``ToolMissing``."""
+    """The version of python package ``name`` in this interpreter, or ``ToolMissing``;
+    ``BuildError`` when ``name`` is not a distribution name at all."""
     try:
         version = importlib.metadata.version(name)
+    except ValueError:
+        # importlib.metadata refuses an empty name outright; recipe validation refuses every
+        # name that is not a distribution's, and this keeps any caller's slip one line too.
+        raise BuildError(
+            f"python package {name!r} is not a distribution name ({why})",
+            hint="fix python_packages in the recipe: distribution names such as torch",
+        ) from None
     except importlib.metadata.PackageNotFoundError:
         raise ToolMissing(
             f"python package {name} is not installed in {sys.executable} ({why})",

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import NoReturn
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from opforge import __version__
 from opforge.cli import build, ci, doctor, images, pins, recipes
@@ -24,6 +25,32 @@ class Parser(argparse.ArgumentParser):
     Sub-parsers inherit the class, so every command reports a bad argument this way; the exit
     status stays argparse's 2.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._required_commands: list[argparse._SubParsersAction] = []
+
+    def add_subparsers(self, **kwargs: Any) -> argparse._SubParsersAction:
+        """Sub-commands, whose absence ``parse_known_args`` reports, not argparse: argparse
+        would report it before an unknown option in front of it (``opforge --bogus`` would say
+        COMMAND is required instead of naming --bogus)."""
+        required = kwargs.pop("required", False)
+        action = super().add_subparsers(required=False, **kwargs)
+        if required:
+            self._required_commands.append(action)
+        return action
+
+    def parse_known_args(
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse as argparse does; then, when every argument was understood, a required
+        sub-command that was not given is an error."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        if not extras:
+            for action in self._required_commands:
+                if getattr(parsed, action.dest, None) is None:
+                    self.error(f"the following arguments are required: {action.metavar}")
+        return parsed, extras
 
     def error(self, message: str) -> NoReturn:
         err(f"opforge: error: {message}")

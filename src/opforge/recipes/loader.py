@@ -12,22 +12,41 @@ import jsonschema
 
 from opforge.errors import RecipeError
 from opforge.pins.model import PinSet
+from opforge.recipes.generators import generator_files
 from opforge.recipes.model import Recipe, recipe_from_dict
 from opforge.recipes.options import option_problem
-from opforge.recipes.paths import lexical_problem, link_problem
-from opforge.recipes.schema import RECIPE_SCHEMA, REMOVED_KEYS, SCHEMA_VERSIONS
+from opforge.recipes.paths import (
+    glob_problem,
+    lexical_problem,
+    link_problem,
+    source_pattern_problem,
+)
+from opforge.recipes.schema import PATTERN_RULES, RECIPE_SCHEMA, REMOVED_KEYS, SCHEMA_VERSIONS
 from opforge.requirements import requirement_problem
 from opforge.yamlfile import read_yaml_file
 
 _VALIDATOR = jsonschema.Draft202012Validator(RECIPE_SCHEMA)
 _SCHEMA_HINT = "see the recipe schema in README.md"
 _MISSING_HINT = "check the path: give a recipe .yaml file, or a directory of them"
+_GLOB_HINT = "write '**' as a whole path component: 'src/**/*' is every file under src"
+_SOURCE_HINT = "start the pattern at a source folder: 'src/**/*' is every file under src"
+# What YAML reads a mapping key as, when that is not text (`1:`, `~:`, `true:`).
+_YAML_KINDS = {int: "a number", float: "a number", bool: "a boolean", type(None): "null"}
+
+
+def _key(key: object) -> str:
+    """A mapping key as an error line shows it: as written when it is printable text, else
+    quoted, so that a key holding a line break cannot split the one-line error."""
+    return key if isinstance(key, str) and key.isprintable() and key.strip() else repr(key)
 
 
 def _key_path(parts: list) -> str:
     text = ""
     for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        if isinstance(part, int) and not isinstance(part, bool):
+            text += f"[{part}]"
+        else:
+            text += f".{_key(part)}" if text else _key(part)
     return text or "(top level)"
 
 
@@ -37,7 +56,7 @@ def _describe(error: jsonschema.ValidationError) -> list[tuple[str, str]]:
     schema = error.schema
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         allowed = set(schema.get("properties", {}))
-        unknown = sorted(str(k) for k in error.instance if k not in allowed)
+        unknown = sorted((k for k in error.instance if k not in allowed), key=str)
         if unknown and allowed:
             return [
                 (
@@ -48,12 +67,27 @@ def _describe(error: jsonschema.ValidationError) -> list[tuple[str, str]]:
             ]
     if "propertyNames" in error.schema_path:
         # A bad mapping key is reported against its parent; point at the key itself.
+        if "enum" in schema:
+            return [
+                (
+                    _key_path([*where, error.instance]),
+                    f"unknown name (allowed: {', '.join(schema['enum'])})",
+                )
+            ]
+        kind = _YAML_KINDS.get(type(error.instance), type(error.instance).__name__)
         return [
             (
-                _key_path([*where, error.instance]),
-                f"unknown name (allowed: {', '.join(schema['enum'])})",
+                _key_path(where),
+                f"key {error.instance!r} is {kind} in YAML, not a name; write the name as text "
+                "(quoted if YAML would read it as a number or null)",
             )
         ]
+    if error.validator == "uniqueItems":
+        seen: list = []
+        for item in error.instance:
+            if item in seen:
+                return [(_key_path(where), f"{item!r} is listed twice")]
+            seen.append(item)
     if error.validator == "required":
         missing = error.message.split("'")[1]
         return [(_key_path([*where, missing]), "required key is missing")]
@@ -69,8 +103,9 @@ def _describe(error: jsonschema.ValidationError) -> list[tuple[str, str]]:
         expected = " or ".join(expected) if isinstance(expected, list) else expected
         return [(_key_path(where), f"expected {expected}, got {type(error.instance).__name__}")]
     if error.validator == "pattern":
-        rule = "up to 64 lowercase letters, digits and '-', starting with a letter"
-        return [(_key_path(where), f"{error.instance!r} must be {rule}")]
+        return [
+            (_key_path(where), f"{error.instance!r} must be {PATTERN_RULES[schema['pattern']]}")
+        ]
     return [(_key_path(where), error.message)]
 
 
@@ -186,7 +221,8 @@ def _option_problems(recipe: Recipe) -> list[_Problem]:
                 problem, hint = refused
                 found.append(
                     _Problem(
-                        f"{recipe.path}: {where}.{key}: recipe {recipe.name!r}: {problem}", hint
+                        f"{recipe.path}: {where}.{_key(key)}: recipe {recipe.name!r}: {problem}",
+                        hint,
                     )
                 )
     return found
@@ -247,8 +283,14 @@ def _path_problems(recipe: Recipe, root: Path) -> list[_Problem]:
         found.append(_Problem(f"{where}: {key}: {problem}", hint))
 
     for i, pattern in enumerate(recipe.sources):
-        problem = lexical_problem(pattern, "the project root") or link_problem(root, pattern)
-        if problem:
+        # The walk for links last: a pattern refused as written is not walked.
+        if problem := lexical_problem(pattern, "the project root"):
+            add(f"sources[{i}]", problem, "sources are globs inside the project")
+        elif problem := glob_problem(pattern):
+            add(f"sources[{i}]", problem, _GLOB_HINT)
+        elif problem := source_pattern_problem(pattern):
+            add(f"sources[{i}]", problem, _SOURCE_HINT)
+        elif problem := link_problem(root, pattern):
             add(f"sources[{i}]", problem, "sources are globs inside the project")
         elif not any(root.glob(pattern)):
             add(
@@ -277,10 +319,24 @@ def _path_problems(recipe: Recipe, root: Path) -> list[_Problem]:
         problem = lexical_problem(pattern, prefix)
         if problem:
             add(key, problem, f"outputs are globs under the install prefix {prefix}")
+        elif problem := glob_problem(pattern):
+            add(key, problem, _GLOB_HINT)
     if recipe.wheel:
         problem = lexical_problem(recipe.wheel.root, prefix)
         if problem:
             add("wheel.root", problem, f"the wheel root is a directory under {prefix}")
+    return found
+
+
+def _generator_problems(recipe: Recipe, root: Path) -> list[_Problem]:
+    """A problem for each generator that is not a module of the project or of opforge with
+    source files (what the build fingerprints)."""
+    found = []
+    for i, name in enumerate(recipe.generators):
+        try:
+            generator_files(name, root, f"{recipe.path}: generators[{i}]")
+        except RecipeError as exc:
+            found.append(_Problem(exc.message, exc.hint))
     return found
 
 
@@ -367,6 +423,7 @@ def load_recipes(paths: list[Path], pins: PinSet, root: Path) -> RecipeBook:
             )
             continue
         problems.extend(_path_problems(recipe, root))
+        problems.extend(_generator_problems(recipe, root))
         recipes[recipe.name] = recipe
     problems.extend(_reference_problems(recipes, pins))
     _raise_if_any(problems)

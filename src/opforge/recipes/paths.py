@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import re
+from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
+from opforge.paths import BUILD_DIR, DIST_DIR
 from opforge.requirements import has_control_character
 
 _WILDCARD = re.compile(r"[*?\[]")
@@ -30,6 +32,33 @@ def lexical_problem(value: str, inside: str) -> str | None:
         return f"{value!r} is an absolute path; paths here are relative to {inside}"
     if ".." in path.parts:
         return f"{value!r} leaves {inside} ('..' is not allowed)"
+    return None
+
+
+def glob_problem(pattern: str) -> str | None:
+    """What is wrong with ``pattern`` as a glob (None when nothing is). Before Python 3.13
+    pathlib refuses a '**' inside a name and a trailing '**' matches folders alone; from 3.13 on
+    the first is '*' and the second matches files too: either way the files a pattern names
+    would depend on the Python. ``pattern`` passed ``lexical_problem``."""
+    parts = PurePosixPath(pattern).parts
+    if any("**" in part and part != "**" for part in parts):
+        return f"{pattern!r} has '**' inside a name; '**' must be a whole path component"
+    if parts[-1] == "**":
+        return f"{pattern!r} ends in '**', which matches folders, not files"
+    return None
+
+
+def source_pattern_problem(pattern: str) -> str | None:
+    """Why ``pattern`` cannot name a target's sources though it is a fine glob (None when it
+    can): one that reaches into the folders opforge writes would fingerprint the build's own
+    outputs, which change with every build. ``pattern`` passed ``glob_problem``."""
+    parts = PurePosixPath(pattern).parts
+    for written in (BUILD_DIR, DIST_DIR):
+        if len(parts) > 1 and fnmatchcase(written, parts[0]):
+            return (
+                f"{pattern!r} also matches in {written}/, which opforge writes, so the target "
+                "would never be up to date"
+            )
     return None
 
 
