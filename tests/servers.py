@@ -26,6 +26,7 @@ class ServedFile:
     announce_length: bool = True  # False: no Content-Length, the body ends when the line closes
     trickle_s: float = 0.0  # send one byte, then wait this long, and so on
     stall_after: int | None = None  # send this many bytes, then hold the line silent
+    length_header: str | None = None  # sent as Content-Length; the body ends when the line closes
     served: int = 0
 
 
@@ -99,7 +100,11 @@ def _file_handler(state: FileServer) -> type[http.server.BaseHTTPRequestHandler]
             if served.ranges:
                 self.send_header("Accept-Ranges", "bytes")
             part = body[start:]
-            if served.announce_length:
+            if served.length_header is not None:
+                self.send_header("Content-Length", served.length_header)
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            elif served.announce_length:
                 self.send_header("Content-Length", str(len(part)))
             else:
                 self.send_header("Connection", "close")

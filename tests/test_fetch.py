@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from opforge.doctor import proxies_check
 from opforge.errors import ConfigError, DigestMismatch, OfflineMiss, PinError
 from opforge.pins.cache import ContentCache
 from opforge.pins.fetch import Fetcher, FetchSettings
@@ -304,3 +305,117 @@ def test_ctrl_c_stops_the_downloads_in_flight(tmp_path, file_server):
     assert process.returncode == 130 and "opforge: interrupted" in errors, errors
     assert "Traceback" not in errors
     assert not [p for p in cache.glob("sha256/**/*") if p.is_file()], "nothing was committed"
+
+
+@pytest.mark.parametrize("length", ["\u00b2", "12abc", "-5", ""])
+def test_a_content_length_that_is_no_number_counts_as_none(file_server, fetcher, length):
+    # '²'.isdigit() is true, yet int('²') fails: only ASCII digits make a length.
+    pin = _pin("blob", file_server.add("/blob.bin", BODY, length_header=length), size=len(BODY))
+    assert fetcher.fetch(pin).read_bytes() == BODY
+
+
+def test_a_truncated_body_says_how_much_arrived_of_what(file_server, cache):
+    pin = _pin("blob", file_server.add("/blob.bin", BODY, cut_first=100))
+    once = Fetcher(cache, settings=FetchSettings(retries=0, timeout=5))
+    with pytest.raises(PinError) as info:
+        once.fetch(pin)
+    half = len(BODY) // 2
+    assert (
+        f"127.0.0.1:{file_server.port} closed the connection after {half} of {len(BODY)} bytes"
+        in str(info.value)
+    )
+
+
+@pytest.mark.parametrize(
+    "value", ["::::", "http://[::1", "http://127.0.0.1:99999", "ftp://x", " ", "alice:pw@h:3128"]
+)
+def test_a_malformed_proxy_is_named_at_once_and_not_retried(file_server, cache, monkeypatch, value):
+    said: list[str] = []
+    fetcher = Fetcher(cache, settings=FetchSettings(retries=3, backoff=0.01), log=said.append)
+    monkeypatch.setenv("HTTP_PROXY", value)
+    with pytest.raises(PinError, match=r"pin blob: cannot download .*: proxy HTTP_PROXY=") as info:
+        fetcher.fetch(_pin("blob", file_server.add("/blob.bin", BODY)))
+    assert "unusable" in str(info.value) and "\n" not in str(info.value)
+    assert "HTTP_PROXY" in info.value.hint
+    assert said == [], "no retries"
+    assert file_server.log == []
+    check = proxies_check({"HTTP_PROXY": value})
+    assert not check.ok and "HTTP_PROXY=" in check.detail and "unusable" in check.detail
+
+
+def test_a_malformed_proxy_password_stays_masked_in_the_error(file_server, fetcher, monkeypatch):
+    monkeypatch.setenv("HTTP_PROXY", "http://user:pa/ss@127.0.0.1:1")
+    with pytest.raises(PinError) as info:
+        fetcher.fetch(_pin("blob", file_server.add("/blob.bin", BODY)))
+    assert "proxy HTTP_PROXY=http://user:***@127.0.0.1:1 is unusable" in str(info.value)
+    assert "pa/ss" not in str(info.value)
+
+
+def test_only_the_proxy_a_download_uses_is_checked(file_server, fetcher, proxy, monkeypatch):
+    seen, proxy_url = proxy
+    url = file_server.add("/blob.bin", BODY)
+    monkeypatch.setenv("HTTP_PROXY", proxy_url)
+    monkeypatch.setenv("HTTPS_PROXY", "::::")  # not used for an http:// URL
+    assert fetcher.fetch(_pin("blob", url)).read_bytes() == BODY
+    assert seen == [url]
+
+
+def _interruptible_cli(*args: str) -> subprocess.Popen:
+    # The CLI as `python -m opforge` runs it, with Ctrl-C's default handler (see above).
+    cli = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from opforge.cli import main; sys.exit(main())"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", cli, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_ctrl_c_stops_a_download_from_a_server_that_never_answers(tmp_path):
+    digest = sha256(b"never sent")
+    cache = tmp_path / "cache"
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        silent.settimeout(30)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/x"
+        pins = write_pins(
+            tmp_path / "p.yaml", f"pins:\n  hang:\n    url: {url}\n    sha256: {digest}\n"
+        )
+        process = _interruptible_cli("pins", "fetch", "--pins", str(pins), "--cache", str(cache))
+        try:
+            connection, _ = silent.accept()  # and never answer: the read timeout is 30 s
+            with connection:
+                time.sleep(0.5)  # the request is sent, the reader blocked on the answer
+                process.send_signal(signal.SIGINT)
+                _, errors = process.communicate(timeout=5)
+        finally:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130 and "opforge: interrupted" in errors, errors
+    assert "retrying" not in errors and "Traceback" not in errors
+    assert [p for p in cache.rglob("*") if p.is_file()] == [], "no partial file, nothing committed"
+
+
+def test_ctrl_c_stops_a_wait_for_another_process_download(tmp_path, file_server):
+    pin = _pin("blob", file_server.add("/blob.bin", BODY))
+    pins = write_pins(
+        tmp_path / "p.yaml", f"pins:\n  blob:\n    url: {pin.urls[0]}\n    sha256: {pin.sha256}\n"
+    )
+    cache = ContentCache(tmp_path / "cache")
+    with cache.partial(pin, 1):  # another download holds the partial, locked
+        process = _interruptible_cli(
+            "pins", "fetch", "--pins", str(pins), "--cache", str(cache.root)
+        )
+        try:
+            assert "another opforge process is downloading it" in process.stderr.readline()
+            process.send_signal(signal.SIGINT)
+            _, errors = process.communicate(timeout=5)
+        finally:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130 and "opforge: interrupted" in errors, errors
+    assert file_server.log == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import pytest
@@ -11,7 +12,7 @@ from opforge.pins.cache import CacheState
 from opforge.pins.model import Pin, load_pins
 from opforge.pins.rewrite import rewrite_pin
 from opforge.pins.update import update_pin
-from tests.conftest import REPO, sha256, write_pins
+from tests.conftest import REPO, run_opforge, sha256, write_pins
 
 GOOD = "a" * 64
 
@@ -32,6 +33,10 @@ GOOD = "a" * 64
         ),
         (f"pins:\n  x:\n    url: http://h/x\n    sha256: {GOOD}\n    md5: zz\n", r"pins\.x\.md5"),
         (f"pins:\n  x:\n    url: http://h/x\n    sha256: {GOOD}\n    size: -1\n", r"pins\.x\.size"),
+        (
+            f"pins:\n  x:\n    url: http://h/x\n    sha256: {GOOD}\n    size: {10**29}\n",
+            r"pins\.x\.size: expected a byte count up to 2\*\*40",
+        ),
         ("pins:\n  x: [1, 2]\n", r"pins\.x: expected a mapping"),
         ("pinz: {}\n", r"expected a top-level `pins:` mapping"),
         ("pins:\n  x: {url: [unclosed\n", r"not valid YAML at line \d+"),
@@ -53,6 +58,9 @@ GOOD = "a" * 64
             r"duplicate key 'sha256' at line 5 \(first at line 4\)",
         ),
         ("pins: {}\npins: {}\n", r"duplicate key 'pins' at line 2 \(first at line 1\)"),
+        # Keys of several types (YAML reads 1 as a number) are named, not compared.
+        ("pins: {}\n1: x\nb: y\n", r"checksums\.yaml: 1: unknown top-level key"),
+        ("pins:\n  x: {1: a, b: c}\n", r"pins\.x\.1: unknown key"),
     ],
 )
 def test_malformed_pins_name_file_and_key(tmp_path, body, expected):
@@ -142,8 +150,6 @@ def _write_template(path, url, sha, md5="ab" * 16, size=1):
 
 
 def test_update_rewrites_only_that_pins_digests(file_server, fetcher, tmp_path):
-    import hashlib
-
     body = os.urandom(20_000)
     filename = "demo_pkg-1.0-py3-none-any.whl"
     url = file_server.add(f"/files/{filename}", body)
@@ -167,6 +173,53 @@ def test_update_fills_an_unset_digest(file_server, fetcher, tmp_path):
         load_pins(path)
     update_pin(path, "fresh", fetcher)
     assert load_pins(path).pins["fresh"].sha256 == sha256(body)
+
+
+@pytest.mark.parametrize("digest", ["abc", "A" * 64, "12345", "~"])
+def test_update_replaces_a_malformed_digest_of_the_pin_it_updates(
+    file_server, fetcher, tmp_path, digest
+):
+    # The load error for such a digest says to run `pins update NAME`: that must work.
+    body = os.urandom(2_000)
+    url = file_server.add("/files/demo_pkg-1.0-py3-none-any.whl", body)
+    path = _write_template(tmp_path / "checksums.yaml", url, digest, md5="not-an-md5")
+    with pytest.raises(ConfigError, match=r"pins\.wheel\.sha256: ") as info:
+        load_pins(path)
+    assert "opforge pins update wheel" in info.value.hint
+    result = update_pin(path, "wheel", fetcher)
+    assert result.changed
+    pin = load_pins(path).pins["wheel"]
+    assert (pin.sha256, pin.md5) == (sha256(body), hashlib.md5(body).hexdigest())
+
+
+def test_update_of_a_digest_given_as_a_list_says_what_to_write(fetcher, tmp_path):
+    path = _write_template(tmp_path / "checksums.yaml", "http://h/x.whl", "[1, 2]")
+    with pytest.raises(ConfigError, match=r"pins\.wheel\.sha256: expected a digest") as info:
+        update_pin(path, "wheel", fetcher)
+    assert info.value.hint.startswith('write `sha256: ""` in its place')
+
+
+def test_update_still_checks_the_other_pins(file_server, fetcher, tmp_path):
+    url = file_server.add("/files/demo_pkg-1.0-py3-none-any.whl", b"x")
+    path = _write_template(tmp_path / "checksums.yaml", url, GOOD)
+    path.write_text(path.read_text().replace(f'"{GOOD}"', '"abc"'))
+    before = path.read_text()
+    with pytest.raises(ConfigError, match=r"pins\.other\.sha256: expected 64 lowercase hex"):
+        update_pin(path, "wheel", fetcher)
+    assert path.read_text() == before
+    assert file_server.log == [], "nothing was downloaded"
+
+
+def test_cli_update_of_a_malformed_digest_records_the_served_one(file_server, tmp_path):
+    body = os.urandom(2_000)
+    url = file_server.add("/new.tar.gz", body)
+    path = write_pins(tmp_path / "p.yaml", f"pins:\n  p:\n    url: {url}\n    sha256: abc\n")
+    result = run_opforge(
+        "pins", "update", "--pins", str(path), "--cache", str(tmp_path / "cache"), "p", timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"p: sha256 (none) -> {sha256(body)}" in result.stdout
+    assert load_pins(path).pins["p"].sha256 == sha256(body)
 
 
 def test_update_checks_the_package_index_digest(file_server, fetcher, tmp_path):
@@ -334,3 +387,21 @@ def test_a_pins_file_that_cannot_be_written_gives_a_hint(
         info.value.hint
         == f"check that {tmp_path} exists and you can write there (permissions, space)"
     )
+
+
+def test_fetch_dest_places_copies_that_leave_the_cache_intact(
+    file_server, fetcher, cache, tmp_path
+):
+    body = os.urandom(10_000)
+    pin = Pin("blob", (file_server.add("/files/blob.whl", body),), sha256(body), size=len(body))
+    cached = fetcher.fetch(pin)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    # A hard link an earlier opforge placed there is replaced by a copy, not kept.
+    os.link(cached, dest / "blob.whl")
+    placed = cache.export(pin, dest)
+    assert placed == dest / "blob.whl" and placed.read_bytes() == body
+    assert not os.path.samefile(placed, cached)
+    placed.write_bytes(b"edited by hand")
+    assert cache.verify(pin).state is CacheState.OK, "editing the placed file left the cache"
+    assert sorted(p.name for p in dest.iterdir()) == ["blob.whl"], "no temporary file left"

@@ -17,7 +17,7 @@ from pathlib import Path
 from opforge.build.toolchain import TOOL_RULE, find_tool
 from opforge.dockerengine import engine_version
 from opforge.errors import ToolMissing
-from opforge.proxies import PROXY_NAMES
+from opforge.proxies import DOWNLOAD_PROXY_NAMES, PROXY_NAMES, proxy_problem
 from opforge.redact import mask_url
 from opforge.settings import Settings, ca_bundle_problem
 
@@ -167,11 +167,20 @@ def _tool(name: str, override: str | None) -> Check:
     return Check(name, True, f"{tool.version} ({tool.path}, from {tool.origin})")
 
 
-def _proxies(proxies: Mapping[str, str]) -> Check:
-    found = [f"{name}={mask_url(proxies[name])}" for name in PROXY_NAMES if name in proxies]
+def proxies_check(proxies: Mapping[str, str]) -> Check:
+    """The proxy variables in effect, passwords masked; one requests cannot use (a download
+    through it would fail) makes the row bad and says why."""
+    found, ok = [], True
+    for name in PROXY_NAMES:
+        if name not in proxies:
+            continue
+        value = proxies[name]
+        problem = proxy_problem(value) if name in DOWNLOAD_PROXY_NAMES else None
+        found.append(f"{name}={mask_url(value)}" + (f" (unusable: {problem})" if problem else ""))
+        ok = ok and problem is None
     if not found:
         return Check("proxies", True, "none set (direct connections)")
-    return Check("proxies", True, " ".join(found))
+    return Check("proxies", ok, " ".join(found))
 
 
 def run_checks(settings: Settings) -> list[Check]:
@@ -188,7 +197,7 @@ def run_checks(settings: Settings) -> list[Check]:
         _package("torch"),
         _package("mindspore"),
         numpy_for_mindspore(_version("mindspore"), _version("numpy")),
-        _proxies(settings.proxies),
+        proxies_check(settings.proxies),
         _ca_bundle(settings.ca_bundle),
     ]
 

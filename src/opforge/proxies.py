@@ -1,12 +1,24 @@
-"""The proxy settings of this environment, as build arguments and container environment."""
+"""The proxy settings of this environment: as build arguments and container environment, and
+checked the way requests will read them for downloads."""
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
+import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from requests.utils import get_environ_proxies, prepend_scheme_if_needed
+from urllib3.exceptions import LocationParseError
+from urllib3.util import parse_url
+
 PROXY_NAMES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY")
+#: The variables requests reads for an http(s) download (FTP_PROXY only reaches containers).
+DOWNLOAD_PROXY_NAMES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+# requests sends through http(s) proxies itself, and through SOCKS ones with PySocks installed.
+_PROXY_SCHEMES = ("http", "https", "socks4", "socks4a", "socks5", "socks5h")
+_PORT = re.compile(r":(\d+)$")
 
 
 def proxy_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -36,3 +48,53 @@ def uses_loopback(proxies: Mapping[str, str]) -> bool:
         except ValueError:
             continue
     return False
+
+
+def proxy_problem(value: str) -> str | None:
+    """Why requests cannot use ``value`` (a proxy variable's setting) as a proxy, or None.
+
+    requests puts ``http://`` before a value that has no scheme, but reads a leading
+    ``word:`` as one (``alice:pw@proxy:3128`` has the scheme ``alice``). The problems never
+    quote the value: it may hold a password.
+    """
+    if not value.strip():
+        return "blank"
+    try:
+        parsed = parse_url(prepend_scheme_if_needed(value, "http"))
+    except LocationParseError:
+        return _unparsable(value)
+    scheme = (parsed.scheme or "").lower()
+    if scheme not in _PROXY_SCHEMES:
+        if "://" not in value:
+            return "with no scheme, requests reads what comes before ':' as one; write http:// in front"
+        return f"scheme {scheme}:// is not one requests can use (http, https, socks5)"
+    if scheme.startswith("socks") and importlib.util.find_spec("socks") is None:
+        return "a SOCKS proxy needs PySocks, which is not installed (pip install 'requests[socks]')"
+    if not parsed.host:
+        return "no host in it"
+    return None
+
+
+def _unparsable(value: str) -> str:
+    hostport = value.partition("://")[2] or value
+    hostport = re.split(r"[/?#]", hostport.rpartition("@")[2])[0]
+    port = _PORT.search(hostport)
+    if port and int(port.group(1)) > 65535:
+        return f"port {port.group(1)} is out of range (0-65535)"
+    return (
+        "not a URL requests can parse (expected http://host:port, a user name and password "
+        "before the host, a '/', '?' or '#' in the password percent-encoded)"
+    )
+
+
+def proxy_in_use(url: str) -> tuple[str, str] | None:
+    """The variable (named in upper case; either case counts) and the setting of the proxy
+    requests will use for ``url``, as requests itself reads them from the environment (lower
+    case first, ``<scheme>_proxy`` before ``all_proxy``, NO_PROXY exempting hosts); None when
+    no proxy applies."""
+    proxies = get_environ_proxies(url, no_proxy=None)
+    scheme = urlsplit(url).scheme.lower()
+    for key in (scheme, "all"):
+        if proxies.get(key):
+            return f"{key.upper()}_PROXY", proxies[key]
+    return None

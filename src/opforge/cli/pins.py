@@ -114,7 +114,7 @@ def cmd_update(args: argparse.Namespace, settings: Settings) -> int:
     confirmed = f" (matches {result.confirmed_by})" if result.confirmed_by else ""
     if result.changed:
         print(
-            f"{args.name}: sha256 {result.old.sha256 or '(unset)'} -> {result.new.sha256}{confirmed}"
+            f"{args.name}: sha256 {result.old.sha256 or '(none)'} -> {result.new.sha256}{confirmed}"
         )
         print(f"updated {path}")
     else:

@@ -237,13 +237,18 @@ class ContentCache:
 
     @contextlib.contextmanager
     def partial(
-        self, pin: Pin, wait_s: float, on_wait: Callable[[], None] = lambda: None
+        self,
+        pin: Pin,
+        wait_s: float,
+        on_wait: Callable[[], None] = lambda: None,
+        pause: Callable[[float], None] = time.sleep,
     ) -> Iterator[Path]:
         """The partial download of ``pin`` (``tmp/<sha256>.part``), locked while in use.
 
         The name is fixed so that a download a killed process left behind is resumed by the next
         one; the lock keeps two processes from writing it at once (the second waits up to
-        ``wait_s`` seconds). The caller removes the file, or leaves it to be resumed.
+        ``wait_s`` seconds, in calls of ``pause``, which may raise to stop waiting). The caller
+        removes the file, or leaves it to be resumed.
         """
         self.ensure()
         path = self.tmp / f"{pin.sha256}.part"
@@ -270,7 +275,7 @@ class ContentCache:
                         f"{wait_s:g} s",
                         hint="let that download finish, or stop it",
                     ) from None
-                time.sleep(_LOCK_POLL_S)
+                pause(_LOCK_POLL_S)
                 continue
             # The holder before us may have committed (renamed) the file we opened: then ours is
             # a stale name for the cached blob, and the lock must be taken on a fresh partial.
@@ -317,10 +322,11 @@ class ContentCache:
         return dest
 
     def export(self, pin: Pin, dest_dir: Path) -> Path:
-        """Place the cached file of ``pin`` in ``dest_dir`` under its own file name.
+        """Place a copy of the cached file of ``pin`` in ``dest_dir`` under its own file name.
 
-        A hard link where the filesystem allows (no copy of a large wheel), else a copy; either
-        way the file is written to a temporary name first so ``dest_dir`` never holds a partial.
+        A copy, never a hard link: editing the placed file must not touch the cache. Where the
+        filesystem can share extents (btrfs, XFS), the copy is a reflink and costs no space. It
+        is written to a temporary name first so ``dest_dir`` never holds a partial file.
         """
         source = self.path_for(pin)
         dest = dest_dir / pin.filename
@@ -328,13 +334,7 @@ class ContentCache:
         temp = dest_dir / f".opforge.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:
             dest_dir.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileNotFoundError):
-                if os.path.samefile(source, dest):
-                    return dest  # placed by an earlier run, as a hard link of the cached file
-            try:
-                os.link(source, temp)
-            except OSError:
-                shutil.copyfile(source, temp)
+            _clone_or_copy(source, temp)
             os.replace(temp, dest)
         except OSError as exc:
             with contextlib.suppress(OSError):
@@ -344,3 +344,17 @@ class ContentCache:
                 hint="pass a writable directory to --dest",
             ) from None
         return dest
+
+
+# linux/fs.h's FICLONE: make the destination share the source's extents (a reflink).
+_FICLONE = 0x40049409
+
+
+def _clone_or_copy(source: Path, dest: Path) -> None:
+    """``dest`` (created, never overwritten) with the content of ``source``: a reflink where
+    the filesystem offers one, else a byte copy."""
+    with open(source, "rb") as src, open(dest, "xb") as out:
+        try:
+            fcntl.ioctl(out.fileno(), _FICLONE, src.fileno())
+        except OSError:
+            shutil.copyfileobj(src, out, 4 << 20)

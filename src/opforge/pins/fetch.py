@@ -5,16 +5,20 @@ corporate proxy and a TLS-intercepting CA need no opforge-specific setting here.
 
 Every download is bounded: in time (a budget per file, retries included, besides the per-read
 socket timeout) and in bytes (the pin's recorded size, else a cap), so a trickling or endless
-server ends in an error naming the pin instead of a hang or a full disk.
+server ends in an error naming the pin instead of a hang or a full disk. An interrupted
+``fetch_many`` cuts the connections of its downloads, so a silent server cannot hold it up.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import socket
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,17 +27,22 @@ from urllib.parse import urlsplit
 
 import requests
 import urllib3
+from requests.adapters import HTTPAdapter
 from tqdm import tqdm
+from urllib3.connection import HTTPConnection, HTTPSConnection
 
 from opforge.errors import ConfigError, DigestMismatch, OfflineMiss, PinError
 from opforge.pins.cache import CacheState, ContentCache
 from opforge.pins.digest import hash_file
 from opforge.pins.model import Pin
-from opforge.redact import mask_credentials
+from opforge.proxies import proxy_in_use, proxy_problem
+from opforge.redact import mask_credentials, mask_url
 from opforge.settings import ca_bundle_problem
 
 _PERMANENT_STATUS = {400, 401, 403, 404, 405, 410, 451}
 _CHUNK = 1 << 20
+# HTTP's Content-Length is ASCII digits; str.isdigit also takes '²', which int() refuses.
+_LENGTH = re.compile(r"[0-9]+")
 
 
 class _Transient(Exception):
@@ -92,6 +101,99 @@ class _Stopped(Exception):
     """The download was stopped because the fetch it belongs to was interrupted."""
 
 
+class _OpenConnections:
+    """The sockets the downloads have open, so that an interrupted fetch can cut them: a worker
+    blocked reading a silent server would otherwise hold the interrupt up for the whole read
+    timeout. A socket opened after the cut is cut at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # A duplicate of each connection's socket: TLS takes the original over (detaching it)
+        # during the handshake, but a shutdown through any descriptor cuts the connection.
+        self._open: weakref.WeakKeyDictionary[HTTPConnection, socket.socket] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._cut = False
+
+    def add(self, connection: HTTPConnection, sock: socket.socket) -> None:
+        with self._lock:
+            handle = sock.dup()
+            self._open[connection] = handle
+            if self._cut:
+                _shut(handle)
+
+    def drop(self, connection: HTTPConnection) -> None:
+        with self._lock:
+            handle = self._open.pop(connection, None)
+        if handle is not None:
+            handle.close()
+
+    def cut(self) -> None:
+        with self._lock:
+            self._cut = True
+            for handle in self._open.values():
+                _shut(handle)
+
+    def pool_classes(self) -> dict[str, type[urllib3.HTTPConnectionPool]]:
+        """urllib3 pool classes whose connections register their sockets here."""
+        connections = self
+
+        # _new_conn is urllib3's hook for the socket (SOCKS overrides it too): registering
+        # there covers the wait for a proxy's CONNECT answer and the TLS handshake as well.
+        class Tracked(HTTPConnection):
+            def _new_conn(self) -> socket.socket:
+                sock = super()._new_conn()
+                connections.add(self, sock)
+                return sock
+
+            def close(self) -> None:
+                connections.drop(self)
+                super().close()
+
+        class TrackedTLS(HTTPSConnection):
+            def _new_conn(self) -> socket.socket:
+                sock = super()._new_conn()
+                connections.add(self, sock)
+                return sock
+
+            def close(self) -> None:
+                connections.drop(self)
+                super().close()
+
+        class Pool(urllib3.HTTPConnectionPool):
+            ConnectionCls = Tracked
+
+        class TLSPool(urllib3.HTTPSConnectionPool):
+            ConnectionCls = TrackedTLS
+
+        return {"http": Pool, "https": TLSPool}
+
+
+def _shut(sock: socket.socket) -> None:
+    # shutdown, not close: it wakes a read blocked on the socket in another thread.
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class _CuttableAdapter(HTTPAdapter):
+    """requests' adapter, with connections made through ``_OpenConnections``' pool classes,
+    direct or through an http(s) proxy (SOCKS keeps its own pools, uncut)."""
+
+    def __init__(self, pool_classes: dict[str, type[urllib3.HTTPConnectionPool]]) -> None:
+        self._pool_classes = pool_classes
+        super().__init__()
+
+    def init_poolmanager(self, *args: object, **kwargs: object) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = self._pool_classes
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: object) -> urllib3.PoolManager:
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if isinstance(manager, urllib3.ProxyManager):
+            manager.pool_classes_by_scheme = self._pool_classes
+        return manager
+
+
 class _Budget:
     """The time left for one file, shared by all its attempts and URLs."""
 
@@ -138,9 +240,12 @@ class Fetcher:
         self.settings = settings or FetchSettings()
         self.log = log
         self._local = threading.local()
-        # Set when fetch_many is interrupted: downloads in flight stop at their next chunk
-        # (their partial files stay for a resume) instead of running to the end.
+        # Set when fetch_many is interrupted: downloads in flight stop at their next chunk or,
+        # blocked on a silent server, when their connection is cut (their partial files stay
+        # for a resume) instead of running to the end.
         self._stopping = threading.Event()
+        self._connections = _OpenConnections()
+        self._pool_classes = self._connections.pool_classes()
         # The pins whose files this fetcher downloaded (the others came from the cache).
         self.downloaded: set[str] = set()
 
@@ -150,6 +255,9 @@ class Fetcher:
         if session is None:
             session = requests.Session()
             session.headers["User-Agent"] = "opforge-fetch"
+            adapter = _CuttableAdapter(self._pool_classes)
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
             self._local.session = session
         return session
 
@@ -171,7 +279,9 @@ class Fetcher:
                 hint=f"run `opforge pins fetch {pin.name}` once with network access",
             )
         waiting = f"{pin.name}: another opforge process is downloading it; waiting"
-        with self.cache.partial(pin, self.settings.deadline, lambda: self._say(waiting)) as temp:
+        with self.cache.partial(
+            pin, self.settings.deadline, lambda: self._say(waiting), self._pause
+        ) as temp:
             # It may have arrived while we waited for the other process.
             cached = self._verified(pin)
             if cached is not None:
@@ -179,6 +289,10 @@ class Fetcher:
             path = self._download_and_commit(pin, temp)
             self.downloaded.add(pin.name)
             return path
+
+    def _pause(self, seconds: float) -> None:
+        if self._stopping.wait(seconds):
+            raise _Stopped()
 
     def _verified(self, pin: Pin) -> Path | None:
         result = self.cache.verify(pin)
@@ -280,16 +394,19 @@ class Fetcher:
         results: dict[str, Path] = {}
         errors: list[PinError] = []
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = {pool.submit(self.fetch, pin): pin for pin in pins}
             try:
+                # Submitted inside the try: a Ctrl-C between two submissions stops the first too.
+                futures = {pool.submit(self.fetch, pin): pin for pin in pins}
                 for future, pin in futures.items():
                     try:
                         results[pin.name] = future.result()
                     except PinError as exc:
                         errors.append(exc)
             except BaseException:
-                # Ctrl-C (or any failure here): stop the workers rather than wait for whole files.
+                # Ctrl-C (or any failure here): stop the workers rather than wait for whole files
+                # or a silent server; they unwind at once, removing what they must.
                 self._stopping.set()
+                self._connections.cut()
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
         if errors:
@@ -328,6 +445,7 @@ class Fetcher:
                 hint="point REQUESTS_CA_BUNDLE (or CURL_CA_BUNDLE) at a CA bundle file or "
                 "directory, or unset it; `opforge doctor` shows the one in use",
             )
+        self._check_proxy(pin, url)
         retries = self.settings.retries
         last: Exception | None = None
         for attempt in range(retries + 1):
@@ -337,11 +455,31 @@ class Fetcher:
                 self._attempt(pin, url, temp, limit, budget)
                 return
             except _Transient as exc:
+                if self._stopping.is_set():
+                    raise _Stopped() from None  # the failure was the interrupt's own cut
                 last = exc
                 if attempt < retries:
                     self._say(f"{pin.name}: {exc}; retrying ({attempt + 1}/{retries})")
         attempts = f"{retries + 1} attempt" + ("s" if retries else "")
         raise _Transient(f"{last} (gave up after {attempts})")
+
+    def _check_proxy(self, pin: Pin, url: str) -> None:
+        """``PinError`` when the proxy requests would use for ``url`` is malformed: requests
+        fails such a setting on each attempt with an error that names neither it nor why."""
+        used = proxy_in_use(url)
+        if used is None:
+            return
+        name, value = used
+        problem = proxy_problem(value)
+        if problem is not None:
+            raise PinError(
+                mask_credentials(
+                    f"pin {pin.name}: cannot download {url}: proxy {name}={mask_url(value)} "
+                    f"is unusable: {problem}"
+                ),
+                hint=f"fix {name} (e.g. http://proxy.example:3128) or unset it; "
+                "`opforge doctor` checks the proxy settings",
+            )
 
     def _attempt(self, pin: Pin, url: str, temp: Path, limit: int, budget: _Budget) -> None:
         have = temp.stat().st_size
@@ -361,7 +499,7 @@ class Fetcher:
         except requests.exceptions.ConnectionError as exc:
             budget.check()
             raise _Transient(_describe_connection_error(url, exc)) from None
-        except requests.exceptions.Timeout:
+        except (requests.exceptions.Timeout, urllib3.exceptions.TimeoutError):
             budget.check()
             raise _Transient(f"timed out after {timeout:g}s") from None
         except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
@@ -397,8 +535,10 @@ class Fetcher:
             else f"the {limit} byte cap for a pin with no size (--max-bytes)"
         )
         length = response.headers.get("Content-Length", "")
-        expected_total = start + int(length) if length.isdigit() else pin.size
-        if length.isdigit() and expected_total > limit:
+        # A length that is not a number is no length: the body runs until the server closes.
+        announced = _LENGTH.fullmatch(length) is not None
+        expected_total = start + int(length) if announced else pin.size
+        if announced and expected_total > limit:
             raise _Permanent(f"the server announced {expected_total} bytes, more than {what}")
         try:
             out = open(temp, "ab" if resumed else "wb")  # noqa: SIM115 - closed below
@@ -420,21 +560,27 @@ class Fetcher:
             # read1 hands over whatever has arrived, so a connection cut mid-transfer keeps every
             # byte received for the resume (iter_content's buffered reads would drop them). One
             # byte more than the limit allows is asked for, to tell "exactly" from "too much".
-            while chunk := response.raw.read1(min(_CHUNK, limit - received + 1)):
-                if self._stopping.is_set():
-                    raise _Stopped()
-                if received + len(chunk) > limit:
-                    raise _Permanent(f"the server sent more than {what}; stopped there")
-                try:
-                    out.write(chunk)
-                    out.flush()
-                except OSError as exc:
-                    raise _WriteFailed(exc) from None
-                received += len(chunk)
-                bar.update(len(chunk))
-                budget.check()
+            try:
+                while chunk := response.raw.read1(min(_CHUNK, limit - received + 1)):
+                    if self._stopping.is_set():
+                        raise _Stopped()
+                    if received + len(chunk) > limit:
+                        raise _Permanent(f"the server sent more than {what}; stopped there")
+                    try:
+                        out.write(chunk)
+                        out.flush()
+                    except OSError as exc:
+                        raise _WriteFailed(exc) from None
+                    received += len(chunk)
+                    bar.update(len(chunk))
+                    budget.check()
+            except urllib3.exceptions.ProtocolError:
+                # urllib3's IncompleteRead: the line ended before the announced length.
+                raise _Transient(_closed_early(response, received, expected_total)) from None
+        if self._stopping.is_set():
+            raise _Stopped()  # the end was the interrupt's cut, not the end of the file
         if expected_total is not None and received < expected_total:
-            raise _Transient(f"transfer cut off at {received} of {expected_total} bytes")
+            raise _Transient(_closed_early(response, received, expected_total))
 
 
 def _empty(path: Path) -> None:
@@ -442,10 +588,19 @@ def _empty(path: Path) -> None:
         os.truncate(path, 0)
 
 
+def _host(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+
+
+def _closed_early(response: requests.Response, received: int, total: int | None) -> str:
+    of = f" of {total}" if total is not None else ""
+    return f"{_host(response.url)} closed the connection after {received}{of} bytes"
+
+
 def _describe_connection_error(url: str, exc: Exception) -> str:
     text = str(exc)
-    parts = urlsplit(url)
-    host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+    host = _host(url)
     if "ProxyError" in type(exc).__name__ or "Unable to connect to proxy" in text:
         return "cannot reach the proxy (check HTTP_PROXY/HTTPS_PROXY)"
     if "Connection refused" in text:

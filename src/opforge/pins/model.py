@@ -17,6 +17,9 @@ _PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 _PIN_KEYS = {"url", "urls", "sha256", "md5", "size", "index", "description"}
+# A recorded size bounds a download and is shown in listings; no pinned file comes near a TiB,
+# and a larger number is a typo (YAML reads 1e30 as a float, 10**30 as an int).
+MAX_PIN_SIZE = 1 << 40
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ def _where(path: Path, *keys: str) -> str:
     return f"{path}: " + ".".join(keys)
 
 
-def _parse_pin(path: Path, name: str, raw: object, unpinned_ok: bool) -> Pin:
+def _parse_pin(path: Path, name: str, raw: object, unpinned_ok: bool, replacing: bool) -> Pin:
     if not _PIN_NAME.fullmatch(name):
         raise ConfigError(
             f"{_where(path, 'pins')}: {name!r}: not a valid pin name",
@@ -112,7 +115,8 @@ def _parse_pin(path: Path, name: str, raw: object, unpinned_ok: bool) -> Pin:
             f"got {type(raw).__name__}",
             hint="write the pin as `NAME: {url: ..., sha256: ...}`",
         )
-    unknown = sorted(set(raw) - _PIN_KEYS)
+    # key=str: YAML keys may be numbers or booleans beside text, which do not compare.
+    unknown = sorted(set(raw) - _PIN_KEYS, key=str)
     if unknown:
         raise ConfigError(
             f"{_where(path, 'pins', name, str(unknown[0]))}: unknown key",
@@ -138,24 +142,44 @@ def _parse_pin(path: Path, name: str, raw: object, unpinned_ok: bool) -> Pin:
                 hint="write full http:// or https:// URLs",
             )
     sha256 = raw.get("sha256")
-    if unpinned_ok and sha256 in (None, ""):
-        sha256 = ""
-    elif not isinstance(sha256, str) or not _HEX64.fullmatch(sha256):
-        raise ConfigError(
-            f"{_where(path, 'pins', name, 'sha256')}: expected 64 lowercase hex digits, "
-            f"got {sha256!r}",
-            hint=f"run `opforge pins update {name}` to record the digest of the file as served",
-        )
     md5 = raw.get("md5")
-    if md5 is not None and (not isinstance(md5, str) or not _HEX32.fullmatch(md5)):
-        raise ConfigError(
-            f"{_where(path, 'pins', name, 'md5')}: expected 32 lowercase hex digits, got {md5!r}",
-            hint="md5 is an optional legacy digest; fix it or remove the key",
-        )
+    if replacing:
+        # `pins update` is about to record both as served: a malformed value must not stop the
+        # very command its error points to. A recorded md5 stays recorded (it is rewritten too).
+        # Only a list or mapping cannot be rewritten in place.
+        for key, value in (("sha256", sha256), ("md5", md5)):
+            if isinstance(value, (list, dict)):
+                raise ConfigError(
+                    f"{_where(path, 'pins', name, key)}: expected a digest, got {value!r}",
+                    hint=f'write `{key}: ""` in its place; `opforge pins update {name}` then '
+                    "records the digest of the file as served",
+                )
+        sha256 = sha256 if isinstance(sha256, str) and _HEX64.fullmatch(sha256) else ""
+        if md5 is not None and not (isinstance(md5, str) and _HEX32.fullmatch(md5)):
+            md5 = ""
+    else:
+        if unpinned_ok and sha256 in (None, ""):
+            sha256 = ""
+        elif not isinstance(sha256, str) or not _HEX64.fullmatch(sha256):
+            raise ConfigError(
+                f"{_where(path, 'pins', name, 'sha256')}: expected 64 lowercase hex digits, "
+                f"got {sha256!r}",
+                hint=f"run `opforge pins update {name}` to record the digest of the file as served",
+            )
+        if md5 is not None and (not isinstance(md5, str) or not _HEX32.fullmatch(md5)):
+            raise ConfigError(
+                f"{_where(path, 'pins', name, 'md5')}: expected 32 lowercase hex digits, "
+                f"got {md5!r}",
+                hint="md5 is an optional legacy digest; fix it or remove the key",
+            )
     size = raw.get("size")
-    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+    if size is not None and (
+        not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_PIN_SIZE
+    ):
+        shown = repr(size) if len(repr(size)) <= 40 else f"{repr(size)[:37]}..."
         raise ConfigError(
-            f"{_where(path, 'pins', name, 'size')}: expected a byte count, got {size!r}",
+            f"{_where(path, 'pins', name, 'size')}: expected a byte count up to 2**40 (1 TiB), "
+            f"got {shown}",
             hint="size is optional; fix it or remove the key",
         )
     index = raw.get("index")
@@ -174,10 +198,12 @@ def _parse_pin(path: Path, name: str, raw: object, unpinned_ok: bool) -> Pin:
     return Pin(name, tuple(urls), sha256, md5, size, index, description)
 
 
-def load_pins(path: Path, *, unpinned_ok: bool = False) -> PinSet:
+def load_pins(path: Path, *, updating: str | None = None) -> PinSet:
     """Read and validate a pins file; every problem names the file and the key.
 
-    With ``unpinned_ok`` a pin may leave ``sha256`` empty (a new pin awaiting ``pins update``).
+    With ``updating`` (the pin ``pins update`` re-records), any pin may leave ``sha256`` empty
+    (a new pin awaiting its own update), and the pin named may hold any ``sha256`` or ``md5``
+    value at all, since both are about to be replaced; every other check still applies.
     """
     try:
         data = read_yaml_file(path)
@@ -191,7 +217,7 @@ def load_pins(path: Path, *, unpinned_ok: bool = False) -> PinSet:
             f"{path}: expected a top-level `pins:` mapping",
             hint="start the file with `pins:` followed by one entry per input",
         )
-    extra = sorted(set(data) - {"pins"})
+    extra = sorted(set(data) - {"pins"}, key=str)
     if extra:
         raise ConfigError(
             f"{path}: {extra[0]}: unknown top-level key", hint="only `pins:` is allowed"
@@ -209,5 +235,5 @@ def load_pins(path: Path, *, unpinned_ok: bool = False) -> PinSet:
                 f"{_where(path, 'pins')}: {name!r}: a pin name must be text",
                 hint="quote the name if YAML reads it as a number or a boolean",
             )
-        pins[name] = _parse_pin(path, name, raw, unpinned_ok)
+        pins[name] = _parse_pin(path, name, raw, updating is not None, name == updating)
     return PinSet(path, pins)

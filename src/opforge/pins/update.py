@@ -38,7 +38,7 @@ def update_pin(pins_path: Path, name: str, fetcher: Fetcher) -> PinUpdate:
     Only the pin's ``sha256`` (and ``md5``/``size`` where the pin records them) change in the
     file; nothing is written when the index disagrees with what was downloaded.
     """
-    old = load_pins(pins_path, unpinned_ok=True).select([name])[0]
+    old = load_pins(pins_path, updating=name).select([name])[0]
     url, temp = fetcher.download(old)
     try:
         algorithms = ("sha256", "md5") if old.md5 is not None else ("sha256",)
