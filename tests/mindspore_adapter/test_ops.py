@@ -545,3 +545,189 @@ def test_numbers_past_64_bits_are_refused_naming_the_argument():
         OverflowError, match=r"^opforge\.mindspore\.softmax: dim is out of range for a 64-bit int"
     ):
         ofm.softmax(f32(3), 2**64)
+
+
+# --- refusals read the same in both modes: GRAPH mode compiles most checks, and MindSpore gave
+# a `raise` in compiled code back as the repr of its message ("'opforge.mindspore.add: ...'") ---
+
+
+def _add_none(x):
+    return ofm.add(x, None)
+
+
+def _add_text(x):
+    return ofm.add(x, "1")
+
+
+def _mul_numbers(x):
+    return ofm.mul(2.0, 3.0)
+
+
+def _rms_no_gamma(x):
+    return ofm.rms_norm(x, None)
+
+
+def _ln_list_weight(x):
+    return ofm.layer_norm(x, 4, weight=[1.0] * 4)
+
+
+def _softmax_list(x):
+    return ofm.softmax([1.0, 2.0])
+
+
+def _softmax_dim5(x):
+    return ofm.softmax(x, 5)
+
+
+def _bn_momentum(x):
+    return ofm.batch_norm(x, None, None, training=True, momentum=1.5)
+
+
+def _mul(a, b):
+    return ofm.mul(a, b)
+
+
+def _rms_eps_zero(x, gamma):
+    return ofm.rms_norm(x, gamma, 0.0)
+
+
+def _rms(x, gamma):
+    return ofm.rms_norm(x, gamma)
+
+
+def _ones(dtype):
+    return lambda: (f32(2, 4), Tensor(np.ones(4, np.float32)).astype(dtype))
+
+
+_WRONG = "has dtype {}, which opforge does not take (tensors of float32, float16, bfloat16, "
+
+# (id, function, its inputs, exception, the start of its message after "opforge.mindspore.")
+REFUSALS = [
+    (
+        "add-none",
+        _add_none,
+        lambda: (f32(2, 4),),
+        TypeError,
+        "add: operands are mindspore.Tensor or Python numbers, got NoneType (wrap arrays with "
+        "mindspore.Tensor(...))",
+    ),
+    (
+        "add-str",
+        _add_text,
+        lambda: (f32(2, 4),),
+        TypeError,
+        "add: operands are mindspore.Tensor or Python numbers, got str",
+    ),
+    (
+        "mul-numbers",
+        _mul_numbers,
+        lambda: (f32(2, 4),),
+        TypeError,
+        "mul: give at least one tensor, got 2.0 and 3.0",
+    ),
+    (
+        "rms_norm-no-gamma",
+        _rms_no_gamma,
+        lambda: (f32(2, 4),),
+        TypeError,
+        "rms_norm: gamma must be a mindspore.Tensor (its shape gives the normalised dims), got "
+        "NoneType",
+    ),
+    (
+        "layer_norm-list",
+        _ln_list_weight,
+        lambda: (f32(2, 4),),
+        TypeError,
+        "layer_norm: weight must be a mindspore.Tensor, got list (wrap arrays with "
+        "mindspore.Tensor(...))",
+    ),
+    (
+        "softmax-list",
+        _softmax_list,
+        lambda: (f32(2, 4),),
+        TypeError,
+        "softmax: input must be a mindspore.Tensor, got list",
+    ),
+    (
+        "softmax-dim",
+        _softmax_dim5,
+        lambda: (f32(2, 4),),
+        ValueError,
+        "softmax: dim 5 is out of range for x of shape [2, 4]",
+    ),
+    (
+        "batch_norm-momentum",
+        _bn_momentum,
+        lambda: (f32(2, 4),),
+        ValueError,
+        "batch_norm: momentum must be in [0, 1], as in mindspore.ops.batch_norm, got 1.5",
+    ),
+    # A tensor of a dtype the promotion does not know was told it is not a tensor.
+    *(
+        (
+            f"{fn.__name__[1:]}-{name}",
+            fn,
+            _ones(dtype),
+            TypeError,
+            f"{fn.__name__[1:]}: other {_WRONG.format(name)}",
+        )
+        for fn in (_add, _mul)
+        for dtype, name in (
+            (mstype.uint16, "uint16"),
+            (mstype.uint32, "uint32"),
+            (mstype.uint64, "uint64"),
+            (mstype.complex64, "complex64"),
+        )
+    ),
+    (
+        "rms_norm-epsilon",
+        _rms_eps_zero,
+        _ones(mstype.float32),
+        ValueError,
+        "rms_norm: epsilon must be in (0, 1], as in mindspore.ops.rms_norm, got 0.0",
+    ),
+    (
+        "rms_norm-dtypes",
+        _rms,
+        _ones(mstype.float16),
+        TypeError,
+        "rms_norm: gamma must have the dtype of x, as in mindspore.ops.rms_norm: x is float32, "
+        "gamma is float16",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("fn", "inputs", "error", "message"), [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS]
+)
+def test_refusals_start_with_opforge_in_both_modes(fn, inputs, error, message, mode):
+    with pytest.raises(error) as raised:
+        call(fn, mode)(*inputs())
+    assert str(raised.value).startswith(f"opforge.mindspore.{message}"), str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("function", "value"),
+    [
+        ("rms_norm.mindspore", ["x"]),
+        ("rms_norm.mindspore", ["x", "x"]),
+        ("rms_norm.mindspore", ["x", "beta"]),
+        ("rms_norm.mindspore", "x"),
+        ("rms_norm.torch", ["input", "weight"]),
+    ],
+    ids=["one", "twice", "unknown", "text", "torch"],
+)
+def test_same_dtype_in_the_op_table_names_parameters_of_a_mindspore_function(
+    tmp_path, function, value
+):
+    from opforge.errors import ConfigError
+    from opforge.kernels import optable
+    from tests.test_op_table import _set, _table
+
+    key = f"ops.{function}.0.same_dtype"
+    path = _table(tmp_path, _set(key, value))
+    with pytest.raises(ConfigError) as info:
+        optable.load(path)
+    assert f"{key}: expected two or more distinct parameters of a mindspore function" in str(
+        info.value
+    )

@@ -541,6 +541,56 @@ def test_rms_norm_matches_mindspore_rms_norm_formula_with_gradients(mode):
         same(o, n, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    ("epsilon", "refused"),
+    [(1e-6, False), (1.0, False), (0.0, True), (-0.0, True), (2.0, True), (float("nan"), True)],
+)
+def test_rms_norm_takes_the_epsilons_mindspore_takes(mode, epsilon, refused):
+    # ops.rms_norm checks 0 < epsilon <= 1; eps 0 gave NaN for a row of zeros.
+    x, gamma = (
+        Tensor(np.array([[0.0, 0.0], [1.0, 2.0]], np.float32)),
+        Tensor(np.ones(2, np.float32)),
+    )
+
+    def run(t, g):
+        return ofm.rms_norm(t, g, epsilon)
+
+    if refused:
+        with pytest.raises(ValueError) as info:
+            call(run, mode)(x, gamma)
+        assert str(info.value).startswith(
+            "opforge.mindspore.rms_norm: epsilon must be in (0, 1], as in mindspore.ops.rms_norm"
+        )
+    else:
+        y, _ = call(run, mode)(x, gamma)
+        assert np.isfinite(y.asnumpy()).all()
+
+
+@pytest.mark.parametrize(
+    ("x_dtype", "gamma_dtype"),
+    [
+        (mstype.float16, mstype.float32),
+        (mstype.bfloat16, mstype.float32),
+        (mstype.float32, mstype.float16),
+    ],
+)
+def test_rms_norm_refuses_a_gamma_of_another_dtype_as_mindspore(mode, x_dtype, gamma_dtype):
+    # ops.rms_norm's infer requires one dtype; the kernel would take a float32 gamma.
+    x, gamma = f32(2, 3).astype(x_dtype), Tensor(np.ones(3, np.float32)).astype(gamma_dtype)
+    with pytest.raises(TypeError) as info:
+        call(_rms_norm_of, mode)(x, gamma)
+    assert str(info.value).startswith(
+        "opforge.mindspore.rms_norm: gamma must have the dtype of x, as in mindspore.ops.rms_norm"
+    )
+    # One dtype is taken, as by MindSpore.
+    y, _ = call(_rms_norm_of, mode)(x, gamma.astype(x_dtype))
+    assert y.dtype == x_dtype
+
+
+def _rms_norm_of(t, g):
+    return ofm.rms_norm(t, g)
+
+
 _OPERANDS = {
     "f16[2,3]": ((2, 3), mstype.float16),
     "f32[2,3]": ((2, 3), mstype.float32),

@@ -240,7 +240,20 @@ def _bprop(table: OpTable, op: Op) -> list[str]:
     return builders + lines + ["", ""]
 
 
-def _no_derivative_bprop(op: Op) -> list[str]:
+# The backward ops whose derivatives in the arguments other than the output gradient (second
+# derivatives, which the op table does not give) the adapter's ``_second_order`` module gives.
+SECOND_ORDER = ("gelu_backward", "softmax_backward")
+
+
+def _forward_of(table: OpTable, op: Op) -> Op | None:
+    """The op whose backward rule is a call of ``op``, if any."""
+    return next(
+        (f for f in table.ops.values() if f.backward is not None and f.backward.op == op.name),
+        None,
+    )
+
+
+def _no_derivative_bprop(table: OpTable, op: Op) -> list[str]:
     params = ", ".join([*(a.name for a in op.tensors), "attrs", "out", "dout"])
     lines = [f"def _{op.name}_bprop({params}):"]
     if all(o.rule == "reduce" for o in op.outputs):
@@ -248,10 +261,79 @@ def _no_derivative_bprop(op: Op) -> list[str]:
         zeros = [f"ops.zeros_like({a.name})" for a in op.tensors] + ["ops.zeros_like(attrs)"]
         lines.append(f"    return ({', '.join(zeros)})")
     else:
+        # Named after what the user differentiated: the forward op's functions.
+        forward = _forward_of(table, op) or op
+        names = [fn.name for fn in forward.functions.get("mindspore", ())] or [forward.name]
         lines.append(
-            f'    raise RuntimeError("opforge.mindspore.{op.name} has no derivative: '
-            'differentiating through it (a gradient of a gradient) is not supported")'
+            f'    return _rt.no_derivative("{names[0]}", "{" or ".join(names)}", "{op.name}")'
         )
+    return [*lines, "", ""]
+
+
+def _backward_bprop(table: OpTable, op: Op) -> list[str] | None:
+    """The bprop of ``op``, the backward op of a forward op F with a forward-mode rule, or None
+    where the table and ``SECOND_ORDER`` cannot give it. ``op`` computes J^T g from F's output
+    gradient g, linear in g: its derivative in g given ``dout`` is J dout, F's jvp rule with
+    ``dout`` as the tangent of F's input. Its derivatives in F's inputs and outputs are second
+    derivatives: ``_second_order.<op>``."""
+    forward = _forward_of(table, op)
+    if op.name not in SECOND_ORDER or forward is None or forward.jvp is None:
+        return None
+    backward, jvp = forward.backward, forward.jvp
+    if jvp.op is None or any(a.optional for a in op.tensors):
+        return None
+    tensors = [a.name for a in op.tensors]
+    results = [o.name for o in op.outputs]
+    # F's names (inputs, outputs, scalars) as this op's arguments; the tangent of F's input i as
+    # the gradient of this op's output that is i's gradient.
+    as_own = {source: name for name, source in backward.args.items()}
+    for input_name, result in backward.outputs.items():
+        index = results.index(result)
+        as_own[f"tangent_{input_name}"] = f"dout[{index}]" if len(results) > 1 else "dout"
+    callee = table.ops[jvp.op]
+    if any(a.optional for a in callee.tensors) or any(
+        source not in as_own for source in jvp.args.values()
+    ):
+        return None
+    given = ", ".join(f'"{a.name}": v[{as_own[jvp.args[a.name]]!r}]' for a in callee.scalars)
+    scalars = ", ".join(f"v[{a.name!r}]" for a in op.scalars)
+    call_args = ", ".join(as_own[jvp.args[a.name]] for a in callee.tensors)
+    callee_results = [o.name for o in callee.outputs]
+    lines = [
+        "@constexpr",
+        f"def _{op.name}_jvp_attrs(attrs_shape):",
+        f'    v = _rt.values("{op.name}", attrs_shape)',
+        f'    return _rt.attrs_for("{callee.name}", {{{given}}})',
+        "",
+        "",
+        "@constexpr",
+        f"def _{op.name}_scalars(attrs_shape):",
+        f'    v = _rt.values("{op.name}", attrs_shape)',
+        f"    return ({scalars}{',' if len(op.scalars) == 1 else ''})",
+        "",
+        "",
+        f"def _{op.name}_bprop({', '.join([*tensors, 'attrs', 'out', 'dout'])}):",
+        f'    tangents = _rt.primitive("{callee.name}")({call_args}, '
+        f"_{op.name}_jvp_attrs(attrs.shape))",
+    ]
+    if len(callee_results) == 1:
+        lines.append("    tangents = (tangents,)")
+    scalar_args = "".join(f", scalars[{i}]" for i in range(len(op.scalars)))
+    lines += [
+        f"    scalars = _{op.name}_scalars(attrs.shape)",
+        f"    second = _second_order.{op.name}({', '.join(tensors)}{scalar_args}, dout)",
+    ]
+    grads = []
+    primal = 0
+    for name in tensors:
+        source = backward.args[name]
+        if source.startswith("grad_"):
+            output = jvp.outputs[source[len("grad_") :]]
+            grads.append(f"_rt.like(tangents[{callee_results.index(output)}], {name})")
+        else:
+            grads.append(f"_rt.like(second[{primal}], {name})")
+            primal += 1
+    lines.append(f"    return ({', '.join([*grads, 'ops.zeros_like(attrs)'])})")
     return [*lines, "", ""]
 
 
@@ -306,6 +388,10 @@ def _public(op: Op, fn: Function) -> list[str]:
             source = _source_param(expr, params)
             lines.append(f'    _tensor_argument("{fn.name}", "{source}", {source}, {arg.optional})')
         values.append(expr)
+    if fn.same_dtype:
+        names = ", ".join(f'"{name}"' for name in fn.same_dtype)
+        dtypes = ", ".join(f"_dtype({name})" for name in fn.same_dtype)
+        lines.append(f'    _rt.same_dtype("{fn.name}", ({names}), ({dtypes}))')
     tensor_values = [values[i] for i, a in enumerate(op.args) if a.is_tensor]
     scalar_values = [values[i] for i, a in enumerate(op.args) if not a.is_tensor]
     results = [o.name for o in op.outputs] + [f"{a.name}_updated" for a in op.tensors if a.mutable]
@@ -366,7 +452,7 @@ def python_source(table: OpTable) -> str:
         "from mindspore.ops import constexpr",
         "",
         "from opforge.mindspore import _runtime as _rt",
-        "from opforge.mindspore import _shapes",
+        "from opforge.mindspore import _second_order, _shapes",
         "",
         "# Memoised: in PYNATIVE the checks run on every call, and a training loop repeats the same",
         "# arguments (a failing check is never cached).",
@@ -386,13 +472,18 @@ def python_source(table: OpTable) -> str:
         "",
         "",
         "def _tensor_argument(fn, name, value, optional):",
-        "    if value is None and optional:",
-        "        return",
-        "    if not isinstance(value, Tensor):",
-        "        raise TypeError(",
-        '            f"opforge.mindspore.{fn}: {name} must be a mindspore.Tensor, got "',
-        '            f"{type(value).__name__} (wrap arrays with mindspore.Tensor(...))"',
-        "        )",
+        "    if isinstance(value, Tensor) or (value is None and optional):",
+        "        return True",
+        "    return _rt.refuse(",
+        "        fn,",
+        # Joined by +: GRAPH mode's parser fails on an f-string implicitly joined to another.
+        '        f"{name} must be a mindspore.Tensor, got {type(value).__name__} "',
+        '        + "(wrap arrays with mindspore.Tensor(...))",',
+        "    )",
+        "",
+        "",
+        "def _dtype(t):",
+        "    return t.dtype if isinstance(t, Tensor) else None",
         "",
         "",
     ]
@@ -411,7 +502,7 @@ def python_source(table: OpTable) -> str:
                 ]
             lines += _bprop(table, op)
         else:
-            lines += _no_derivative_bprop(op)
+            lines += _backward_bprop(table, op) or _no_derivative_bprop(table, op)
         bprop = f"_{op.name}_bprop"
         lines += [f'_rt.register("{op.name}", _{op.name}_shape, _{op.name}_dtype, {bprop})', "", ""]
         lines += _prepare(op)

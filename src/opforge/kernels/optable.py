@@ -54,6 +54,7 @@ _FUNCTION_KEYS = {
     "promote",
     "zero_dim_as_number",
     "ranges",
+    "same_dtype",
     "takes_out",
     "raises",
 }
@@ -162,6 +163,9 @@ class Function:
     # MindSpore only: intervals a number parameter must lie in, as the framework's op refuses
     # values outside them (``ops.batch_norm``: eps in (0, 1]); parameter name -> "(0, 1]".
     ranges: Mapping[str, str] = field(default_factory=dict)
+    # MindSpore only: tensor parameters that must share one dtype, as the framework's op refuses
+    # a mix (``ops.rms_norm``: x and gamma) where opforge's kernel would take it.
+    same_dtype: tuple[str, ...] = ()
     # torch only: the framework's call takes ``out=`` (``torch.add(a, b, out=t)``). The function
     # takes ``out=None``, keyword-only, and refuses a tensor naming itself, as opforge returns
     # new tensors: without it, Python's own "unexpected keyword argument" would be the answer.
@@ -726,6 +730,18 @@ def _function(
             raise (where / "ranges" / name).error(
                 f'expected an interval such as "(0, 1]", got {interval!r}'
             )
+    same_dtype = raw.get("same_dtype", [])
+    param_names = [p.name for p in params]
+    if same_dtype != [] and (
+        framework != "mindspore"
+        or not isinstance(same_dtype, list)
+        or not all(isinstance(name, str) and name in param_names for name in same_dtype)
+        or len(set(same_dtype)) != len(same_dtype)
+        or len(same_dtype) < 2
+    ):
+        raise (where / "same_dtype").error(
+            "expected two or more distinct parameters of a mindspore function"
+        )
     takes_out = raw.get("takes_out", False)
     if not isinstance(takes_out, bool) or (takes_out and framework != "torch"):
         raise (where / "takes_out").error("expected true or false, on a torch function")
@@ -743,6 +759,7 @@ def _function(
         tuple(promote),
         zero_dim,
         dict(ranges),
+        tuple(same_dtype),
         takes_out,
         raises,
     )

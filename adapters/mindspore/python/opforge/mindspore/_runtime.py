@@ -122,6 +122,27 @@ def _fail(fn: str, message: str, kind: type[Exception] = ValueError) -> Exceptio
 
 
 @ops.constexpr
+def refuse(fn: str, message: str) -> bool:
+    """Raise TypeError naming ``fn``. Checks in code that GRAPH mode compiles refuse through
+    here: MindSpore turns a ``raise`` in graph code into one that gives the repr of the message
+    (quoted, so no longer starting with ``opforge``), and a constexpr's as it is."""
+    raise _fail(fn, message, TypeError)
+
+
+@ops.constexpr
+def no_derivative(fn: str, functions: str, backward: str) -> bool:
+    """Refuse to differentiate ``backward``, an op the table gives no derivative of: MindSpore's
+    forward mode (``ops.jvp``, a gradient of the gradient taken twice) and gradients of
+    gradients both come here, and MindSpore does not tell them apart."""
+    raise _fail(
+        fn,
+        "forward mode (ops.jvp) and gradients of gradients are not supported through "
+        f"opforge.mindspore.{functions} ({backward} has no derivative)",
+        RuntimeError,
+    )
+
+
+@ops.constexpr
 def constant_scalars(fn: str, names: tuple, known: tuple, also: str = "") -> bool:
     """Refuse a scalar argument whose value the graph only has at run time (GRAPH mode:
     ``mindspore.mutable``, or a value computed from tensors): opforge's kernels take scalars
@@ -155,6 +176,28 @@ def in_range(fn: str, name: str, value: object, interval: str) -> bool:
     if not (above and below):
         raise _fail(fn, f"{name} must be in {interval}, as in mindspore.ops.{fn}, got {value}")
     return True
+
+
+@ops.constexpr
+def same_dtype(fn: str, names: tuple, dtypes: tuple) -> bool:
+    """Refuse tensors of different dtypes where MindSpore's own op refuses them (``ops.rms_norm``:
+    x and gamma); an absent or non-tensor argument (None) is left to the other checks."""
+    given = [(name, dtype) for name, dtype in zip(names, dtypes, strict=True) if dtype is not None]
+    for name, dtype in given[1:]:
+        if dtype != given[0][1]:
+            first, first_dtype = given[0]
+            raise _fail(
+                fn,
+                f"{name} must have the dtype of {first}, as in mindspore.ops.{fn}: {first} is "
+                f"{_dtype_name(first_dtype)}, {name} is {_dtype_name(dtype)}",
+                TypeError,
+            )
+    return True
+
+
+def _dtype_name(dtype) -> str:
+    """A MindSpore dtype as ``mindspore.<name>`` spells it (``uint16``, ``bfloat16``)."""
+    return str(dtype).lower()
 
 
 def _is_int(value: object) -> bool:
@@ -335,7 +378,7 @@ def _result_dtype(fn, a, b, zero_dim_as_number):
     # a and b are (dtype, is 0-d) of tensor operands, or the Python numbers themselves (constants
     # in GRAPH mode). With zero_dim_as_number (ops.mul's rule, measured): 0-d tensors and Python
     # floats, the latter as float32, decide the dtype only where no operand with dims is a float.
-    def kind(v):
+    def kind(v, name):
         if isinstance(v, bool):
             return "bool", None
         if isinstance(v, int):
@@ -348,11 +391,16 @@ def _result_dtype(fn, a, b, zero_dim_as_number):
             return ("float" if number else "tensor-float"), dtype
         if dtype in _INT_DTYPES:
             return ("int" if number else "tensor-int"), dtype
-        raise TypeError(
-            f"opforge.mindspore.{fn}: operands are mindspore.Tensor or Python numbers, got {v!r}"
+        # A tensor of a dtype the promotion has no place for: MindSpore's own op refuses it too,
+        # with TypeError ("Type implicit conversion between UInt16 and Float32 is not supported").
+        raise _fail(
+            fn,
+            f"{name} has dtype {_dtype_name(dtype)}, which opforge does not take (tensors of "
+            "float32, float16, bfloat16, float64, int8, int16, int32, int64, uint8 or bool)",
+            TypeError,
         )
 
-    (ka, da), (kb, db) = kind(a), kind(b)
+    (ka, da), (kb, db) = kind(a, "input"), kind(b, "other")
     floats = [d for k, d in ((ka, da), (kb, db)) if k == "tensor-float"]
     numbers = [d for k, d in ((ka, da), (kb, db)) if k == "float" and d is not None]
     if len(floats) == 2:
@@ -388,9 +436,11 @@ def _dtype_or_value(fn, v):
         return v.dtype, v.ndim == 0
     if isinstance(v, (bool, int, float)):
         return v
-    raise TypeError(
-        f"opforge.mindspore.{fn}: operands are mindspore.Tensor or Python numbers, got "
-        f"{type(v).__name__} (wrap arrays with mindspore.Tensor(...))"
+    # Joined by +: GRAPH mode's parser fails on an f-string implicitly joined to another.
+    return refuse(
+        fn,
+        f"operands are mindspore.Tensor or Python numbers, got {type(v).__name__} "
+        + "(wrap arrays with mindspore.Tensor(...))",
     )
 
 
@@ -440,6 +490,12 @@ def _computed_in(a, b, dtype, zero_dim_as_number):
     return dtype, None
 
 
+@ops.constexpr
+def _no_tensor(fn: str, a, b) -> bool:
+    # The numbers formatted here: GRAPH mode's f-strings print 2.0 as 2.
+    raise _fail(fn, f"give at least one tensor, got {a} and {b}", TypeError)
+
+
 def promote(fn: str, a, b, zero_dim_as_number: bool = False) -> tuple:
     """Two operands as tensors under MindSpore's type promotion (that of ``ops.mul`` with
     ``zero_dim_as_number``: a 0-d tensor counts as a number), and the dtype the op's result is
@@ -447,7 +503,7 @@ def promote(fn: str, a, b, zero_dim_as_number: bool = False) -> tuple:
     is float16 or bfloat16: ``_computed_in``)."""
     a, b = _number(a), _number(b)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        raise TypeError(f"opforge.mindspore.{fn}: give at least one tensor, got {a} and {b}")
+        _no_tensor(fn, a, b)
     # GRAPH mode: a number known only at run time (mindspore.mutable) has no value to promote by.
     constant_scalars(
         fn,
@@ -538,12 +594,13 @@ def variance(x: Tensor, mean: Tensor) -> Tensor:
 def param_shape(fn: str, gamma) -> tuple:
     """The shape of ``gamma``, which gives the normalised dims; refused naming ``fn`` when
     ``gamma`` is not a tensor."""
-    if not isinstance(gamma, Tensor):
-        raise TypeError(
-            f"opforge.mindspore.{fn}: gamma must be a mindspore.Tensor (its shape gives the "
-            f"normalised dims), got {type(gamma).__name__}"
-        )
-    return gamma.shape
+    if isinstance(gamma, Tensor):
+        return gamma.shape
+    return refuse(
+        fn,
+        "gamma must be a mindspore.Tensor (its shape gives the normalised dims), got "
+        + type(gamma).__name__,
+    )
 
 
 def keep_dims(stat: Tensor, x: Tensor) -> Tensor:
