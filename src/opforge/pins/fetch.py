@@ -150,15 +150,8 @@ class _OpenConnections:
                 connections.drop(self)
                 super().close()
 
-        class TrackedTLS(HTTPSConnection):
-            def _new_conn(self) -> socket.socket:
-                sock = super()._new_conn()
-                connections.add(self, sock)
-                return sock
-
-            def close(self) -> None:
-                connections.drop(self)
-                super().close()
+        class TrackedTLS(Tracked, HTTPSConnection):
+            pass
 
         class Pool(urllib3.HTTPConnectionPool):
             ConnectionCls = Tracked
