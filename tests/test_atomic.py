@@ -193,6 +193,7 @@ def test_debian_locks_are_written_inside_and_refused_through_a_link_out(places):
 
 
 def _devcontainer_project(root: Path) -> None:
+    (root / "checksums.yaml").write_text("{}\n")  # what marks a project root
     (root / "images").mkdir()
     shutil.copy(REPO / "images" / "Dockerfile.pip", root / "images" / "Dockerfile.pip")
 

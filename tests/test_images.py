@@ -454,3 +454,123 @@ def test_an_ngc_reference_or_digest_that_is_not_one_is_refused(tmp_path, ngc, me
     (combo,) = load_combinations(path)
     assert combo.ngc["runtime"].digest == "sha256:" + "0" * 64
     assert combo.ngc["runtime"].image == "registry.example:5000/nvidia/cuda:13.0.0-runtime"
+
+
+@pytest.mark.parametrize(
+    ("debian", "message"),
+    [
+        (
+            "'12.4': {suite: '../../x', devel: [a], runtime: [a]}",
+            "debian.12.4.suite: '../../x' is not a Debian suite name",
+        ),
+        (
+            "'12.4': {suite: Trixie, devel: [a], runtime: [a]}",
+            "debian.12.4.suite: 'Trixie' is not a Debian suite name",
+        ),
+        ("'../12.4': {suite: trixie, devel: [a], runtime: [a]}", "'../12.4' is not a CUDA version"),
+    ],
+)
+def test_a_debian_suite_or_cuda_that_would_leave_images_debian_is_refused(
+    tmp_path, debian, message
+):
+    path = tmp_path / "versions.yaml"
+    path.write_text(
+        f"debian:\n  {debian}\ncombinations:\n  - cuda: '12.4'\n    cudnn: '9.1'\n"
+        "    pip_reason: x\n    ngc_reason: y\n    deb: {devel: [a], runtime: [a]}\n"
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_combinations(path)
+    assert message in raised.value.message
+    assert "\n" not in raised.value.message
+    # A suite with a hyphen is a Debian suite too.
+    path.write_text(
+        path.read_text()
+        .replace(debian, debian.replace("../", ""))
+        .replace("../../x", "bookworm-backports")
+        .replace("Trixie", "trixie")
+    )
+    (combo,) = load_combinations(path)
+    assert combo.debian.lock_path(tmp_path, "devel").parent == tmp_path / "debian"
+
+
+@pytest.mark.parametrize("flag", ["--cuda", "--cudnn"])
+def test_an_empty_cuda_or_cudnn_is_refused_as_empty(flag):
+    result = run_opforge("--project", str(REPO), "images", "context", flag, "", "--offline")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"opforge: error: {flag} '' is empty",
+        "  hint: give a version from images/versions.yaml (`opforge images list`), "
+        f"or leave {flag} out for the default",
+    ]
+    lock_debs = run_opforge("--project", str(REPO), "images", "lock-debs", "--cuda", " ")
+    assert lock_debs.stderr.startswith("opforge: error: --cuda ' ' is empty\n")
+
+
+def _devcontainer(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``python -m opforge.images.devcontainer ARGS``, the command its Dockerfile's header names."""
+    return subprocess.run(
+        [sys.executable, "-m", "opforge.images.devcontainer", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "OPFORGE_PROJECT"},
+        check=False,
+    )
+
+
+@pytest.fixture
+def devcontainer_project(tmp_path) -> Path:
+    """A project with the pip recipe, an edited devcontainer Dockerfile and a subfolder."""
+    root = tmp_path / "project"
+    (root / "images").mkdir(parents=True)
+    (root / "src").mkdir()
+    shutil.copy(REPO / "images" / "Dockerfile.pip", root / "images")
+    shutil.copy(REPO / "checksums.yaml", root)
+    (root / ".devcontainer").mkdir()
+    (root / DEVCONTAINER_DOCKERFILE).write_text("# edited\n")
+    return root
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"]])
+def test_devcontainer_help_helps_and_writes_nothing(devcontainer_project, args):
+    result = _devcontainer(*args, cwd=devcontainer_project)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: python -m opforge.images.devcontainer")
+    assert "--check" in result.stdout and "--project DIR" in result.stdout
+    assert (devcontainer_project / DEVCONTAINER_DOCKERFILE).read_text() == "# edited\n"
+
+
+@pytest.mark.parametrize("args", [["--chek"], ["--check", "extra"], ["--project"]])
+def test_devcontainer_refuses_a_bad_argument_in_one_line_before_writing(devcontainer_project, args):
+    result = _devcontainer(*args, cwd=devcontainer_project)
+    assert result.returncode == 2
+    error, hint = result.stderr.splitlines()
+    assert error.startswith("opforge: error: ")
+    assert hint == "  hint: see `python -m opforge.images.devcontainer --help`"
+    assert (devcontainer_project / DEVCONTAINER_DOCKERFILE).read_text() == "# edited\n"
+
+
+def test_devcontainer_finds_the_project_from_a_subfolder_or_by_project(devcontainer_project):
+    root, dockerfile = devcontainer_project, devcontainer_project / DEVCONTAINER_DOCKERFILE
+    stale = _devcontainer("--check", cwd=root / "src")
+    assert stale.returncode == 1
+    assert stale.stderr.startswith(f"{dockerfile} is out of date")
+    assert dockerfile.read_text() == "# edited\n"
+    written = _devcontainer("--project", str(root), cwd=root.parent)
+    assert written.returncode == 0, written.stderr
+    assert written.stdout == f"wrote {dockerfile}\n"
+    assert dockerfile.read_text() == render_devcontainer(root / "images")
+    assert _devcontainer("--check", cwd=root / "src").returncode == 0
+    dockerfile.write_text("# edited\n")
+    assert _devcontainer(cwd=root / "src").returncode == 0
+    assert dockerfile.read_text() == render_devcontainer(root / "images")
+
+
+def test_devcontainer_project_must_be_a_checkout(devcontainer_project):
+    result = _devcontainer("--project", "src", cwd=devcontainer_project)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"opforge: error: --project {devcontainer_project / 'src'} has no checksums.yaml",
+        f"  hint: point --project at the checkout's root, {devcontainer_project}, or leave it out",
+    ]
+    assert (devcontainer_project / DEVCONTAINER_DOCKERFILE).read_text() == "# edited\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from opforge.atomic import write_text
 from opforge.errors import BuildError, ConfigError
-from opforge.images.spec import DEFAULT_BASE, DebianToolkit, load_combinations
+from opforge.images.spec import DEFAULT_BASE, DebianToolkit, load_combinations, refuse_empty
 from opforge.proxies import uses_loopback
 
 _LINE = re.compile(r"^(\S+) (\S+) ([0-9a-f]{64}) (\d+) (pool/\S+\.deb)$")
@@ -21,6 +21,7 @@ _LINE = re.compile(r"^(\S+) (\S+) ([0-9a-f]{64}) (\d+) (pool/\S+\.deb)$")
 
 def toolkits(versions: Path, cuda: str | None = None) -> list[DebianToolkit]:
     """The Debian toolkits of ``images/versions.yaml`` (only ``cuda``'s when given)."""
+    refuse_empty("--cuda", cuda)
     found: dict[str, DebianToolkit] = {}
     for combo in load_combinations(versions):
         if combo.debian is not None:

@@ -11,12 +11,16 @@ committed (``.devcontainer/Dockerfile``) and a test fails when it is out of date
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 from pathlib import Path
 
 from opforge.atomic import require_inside, write_text
+from opforge.cli import Parser
 from opforge.errors import ConfigError, OpforgeError, unreadable
 from opforge.report import report
+from opforge.settings import resolve_settings
 
 DOCKERFILE = Path(".devcontainer") / "Dockerfile"
 # What `.devcontainer/prepare.sh` (initializeCommand) puts in the build context.
@@ -68,22 +72,45 @@ def render(images_dir: Path) -> str:
     return header + head.rstrip("\n") + "\n\n" + _CONTEXT_STAGE + body
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m opforge.images.devcontainer``, with ``opforge``'s parser:
+    a bad argument is one line and a hint, exit status 2, before anything is read or written."""
+    parser = Parser(
+        prog="python -m opforge.images.devcontainer",
+        description=f"Render {DOCKERFILE} from images/Dockerfile.pip (written only when it "
+        "changes).",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help=f"write nothing; exit 1 when {DOCKERFILE} is out of date",
+    )
+    parser.add_argument(
+        "--project",
+        metavar="DIR",
+        help="project root (default: $OPFORGE_PROJECT, else the nearest dir with checksums.yaml), "
+        "as for opforge",
+    )
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Rewrite (or, with --check, check) ``.devcontainer/Dockerfile`` of the current project;
-    an ``OpforgeError`` is one line and a hint on stderr, exit status 1."""
-    args = sys.argv[1:] if argv is None else argv
-    root = Path.cwd()
-    path = root / DOCKERFILE
+    """Rewrite (or, with --check, check) ``.devcontainer/Dockerfile`` of the project; an
+    ``OpforgeError`` is one line and a hint on stderr, exit status 1."""
+    args = build_parser().parse_args(argv)
     try:
+        # The project as `opforge` finds it, so the command works from any folder of a checkout.
+        root = resolve_settings(os.environ, project=args.project).project_root()
+        path = root / DOCKERFILE
         # Before reading too: --check must not pass on a file outside the project that a link
         # stands in for.
         require_inside(root, path)
         text = render(root / "images")
         current = path.read_text(encoding="utf-8") if path.is_file() else None
-        if "--check" in args:
+        if args.check:
             if current != text:
                 print(
-                    f"{DOCKERFILE} is out of date with images/Dockerfile.pip: "
+                    f"{path} is out of date with images/Dockerfile.pip: "
                     "run `python -m opforge.images.devcontainer`",
                     file=sys.stderr,
                 )
@@ -91,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if current != text:
             write_text(path, text, root=root)
-            print(f"wrote {DOCKERFILE}")
+            print(f"wrote {path}")
     except OpforgeError as exc:
         report(exc)
         return 1

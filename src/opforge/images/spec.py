@@ -29,6 +29,11 @@ _IMAGE_REFERENCE = re.compile(
     rf"(?:{_HOST}(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*(?::\w[\w.-]{{0,127}})?", re.ASCII
 )
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# A Debian toolkit's CUDA version and suite make its lock files' names (images/debian/<suite>-
+# cuda<X>-<kind>.lock) and the suite fills the base image's tag: both are checked when read, so
+# neither can lead out of images/debian nor make a reference Docker refuses at build time.
+_CUDA_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*", re.ASCII)
+_SUITE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -154,14 +159,27 @@ def _wheels(raw: dict, key: str) -> dict[str, tuple[str, ...]] | None:
 def _toolkits(path: Path, data: dict) -> dict[str, DebianToolkit]:
     toolkits = {}
     for cuda, raw in (data.get("debian") or {}).items():
+        where = f"{path}: debian.{cuda}"
+        if not _CUDA_VERSION.fullmatch(str(cuda)):
+            raise ConfigError(
+                f"{path}: debian: {str(cuda)!r} is not a CUDA version",
+                hint='key each Debian toolkit by its CUDA version, e.g. "12.4"',
+            )
         try:
             packages = {kind: tuple(str(p) for p in raw[kind]) for kind in KINDS}
-            toolkits[str(cuda)] = DebianToolkit(str(cuda), str(raw["suite"]), packages)
+            suite = raw["suite"]
         except (KeyError, TypeError) as exc:
             raise ConfigError(
-                f"{path}: debian.{cuda}: missing or malformed {exc}",
+                f"{where}: missing or malformed {exc}",
                 hint="each Debian toolkit has suite, devel and runtime (apt package=version lists)",
             ) from None
+        if not isinstance(suite, str) or not _SUITE.fullmatch(suite):
+            raise ConfigError(
+                f"{where}.suite: {suite!r} is not a Debian suite name",
+                hint="give the suite's name in lowercase letters, digits and hyphens, "
+                "e.g. bookworm or trixie",
+            )
+        toolkits[str(cuda)] = DebianToolkit(str(cuda), suite, packages)
     return toolkits
 
 
@@ -218,8 +236,21 @@ def load_combinations(path: Path, text: str | None = None) -> list[Combination]:
     return combos
 
 
+def refuse_empty(flag: str, value: str | None) -> None:
+    """Refuse an empty version flag (``--cuda ''``): it names no version, and leaving the flag
+    out is how the default is asked for."""
+    if value is not None and not value.strip():
+        raise ConfigError(
+            f"{flag} {value!r} is empty",
+            hint=f"give a version from images/versions.yaml (`opforge images list`), "
+            f"or leave {flag} out for the default",
+        )
+
+
 def find_combination(combos: list[Combination], cuda: str | None, cudnn: str | None) -> Combination:
     """The entry for ``cuda``/``cudnn`` (the first entry when both are None)."""
+    refuse_empty("--cuda", cuda)
+    refuse_empty("--cudnn", cudnn)
     for combo in combos:
         if (cuda is None or combo.cuda == cuda) and (cudnn is None or combo.cudnn == cudnn):
             return combo
