@@ -304,6 +304,10 @@ def test_doctor_finds_the_cudnn_the_build_links(tmp_path, monkeypatch):
         (["build", "--jobs", "-3"], "argument --jobs: must be more than 0, got -3"),
         (["build", "--jobs", "0"], "argument --jobs: must be more than 0, got 0"),
         (["build", "--jobs", "two"], "argument --jobs: expected a whole number, got 'two'"),
+        (
+            ["build", "--jobs", "99999999999999999999"],
+            "argument --jobs: must be at most 4096, got 99999999999999999999",
+        ),
         (["pins", "fetch", "--jobs", "0"], "argument --jobs: must be more than 0, got 0"),
         (["pins", "fetch", "--retries", "-1"], "argument --retries: must be 0 or more, got -1"),
         (["pins", "fetch", "--max-bytes", "0"], "argument --max-bytes: must be more than 0"),
@@ -473,3 +477,32 @@ def test_host_tests_honour_the_profile(tmp_path):
     result = run("test", "--profile", "gpu", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "dist.txt").read_text() == "gpu"
+
+
+@pytest.mark.parametrize(
+    ("argv", "text"),
+    [
+        (
+            ["test", "--runner", "host", "--flavour", "ngc", "--cuda", "99"],
+            "--flavour --cuda: image flags have no effect with --runner host (opforge test",
+        ),
+        (
+            ["build", "--framework", "none"],
+            "--framework: image flags have no effect with --runner host (opforge build",
+        ),
+        (
+            ["test", "--junit-dir", "reports"],
+            "--junit-dir has no effect with --runner host",
+        ),
+    ],
+)
+def test_flags_the_host_runner_would_ignore_are_refused(tmp_path, argv, text):
+    """Silently ignored, they would seem honoured: refused as usage errors before anything runs
+    (the test command here would leave dist.txt behind)."""
+    _probe_project(tmp_path)
+    result = run(*argv, cwd=tmp_path)
+    assert result.returncode == 2
+    assert_user_error(result, text)
+    assert "--runner docker" in result.stderr.splitlines()[1]
+    assert not (tmp_path / "dist.txt").exists() and not (tmp_path / "reports").exists()
+    assert not (tmp_path / "build").exists()

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from opforge.build.steps import Step
 from opforge.build.toolchain import Tool
+from opforge.errors import BuildError
 from opforge.recipes.model import OptionValue, Recipe
-from opforge.recipes.options import RESERVED_PREFIX
+from opforge.recipes.options import RESERVED_PREFIX, value_problem
 
 
 def pin_variable(pin_name: str) -> str:
@@ -17,10 +18,17 @@ def pin_variable(pin_name: str) -> str:
     return RESERVED_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", pin_name).upper()
 
 
-def cmake_value(value: OptionValue) -> str:
-    """An option value as CMake reads it (booleans become ON/OFF)."""
+def cmake_value(name: str, value: OptionValue) -> str:
+    """Option ``name``'s value as CMake reads it (booleans become ON/OFF); ``BuildError`` for one
+    CMakeCache.txt cannot hold (recipe validation refuses those first)."""
     if isinstance(value, bool):
         return "ON" if value else "OFF"
+    problem = value_problem(value)
+    if problem is not None:
+        raise BuildError(
+            f"CMake option {name}: {problem}",
+            hint="write the value on one line, without control characters",
+        )
     return str(value)
 
 
@@ -63,7 +71,7 @@ def cmake_steps(
     return [
         Step(
             "configure",
-            configure + tuple(f"-D{k}={cmake_value(v)}" for k, v in defines.items()),
+            configure + tuple(f"-D{k}={cmake_value(k, v)}" for k, v in defines.items()),
             root,
         ),
         Step("build", (cmake, "--build", str(build_dir), "--parallel", str(jobs)), root),

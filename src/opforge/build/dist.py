@@ -4,46 +4,79 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from opforge.build.record import BuildRecord
-from opforge.errors import BuildError
+from opforge.build.record import BuildRecord, recorded_wheels
+from opforge.errors import BuildError, OpforgeError
+from opforge.pins.digest import hash_file
 from opforge.pip import pip_install
 from opforge.project import Project
 
 
-def _wheel_names(outputs: dict[str, str]) -> list[str]:
-    return [key.split(":", 1)[1] for key in outputs if key.startswith("wheel:")]
+def _no_wheel(project: Project, profile: str, name: str, recorded: list[str]) -> BuildError:
+    """Why target ``name`` has no ``profile`` wheel to install, with the fix: it is no target, it
+    builds no wheel, it has no such profile, or it was not built yet. ``recorded``: the targets
+    whose ``profile`` wheels the build record names."""
+    have = f"targets with {profile} wheels: {', '.join(recorded) or '(none)'}"
+    try:
+        recipes = project.load_recipes(project.load_pins()).recipes
+    except OpforgeError:
+        # Recipes that do not load cannot say more; the build record's view still helps.
+        recipes = None
+    recipe = recipes.get(name) if recipes is not None else None
+    if recipes is not None and recipe is None:
+        return BuildError(
+            f"unknown target {name!r}",
+            hint=f"{have}; known targets: {', '.join(sorted(recipes)) or '(none)'}",
+        )
+    if recipe is not None and recipe.wheel is None:
+        makers = sorted(n for n, r in recipes.items() if r.wheel is not None)
+        return BuildError(
+            f"target {name} builds no wheel ({recipe.path} has no wheel section); its outputs "
+            f"are installed in {project.dist_dir / profile}",
+            hint=f"targets that build wheels: {', '.join(makers) or '(none)'}; {have}",
+        )
+    if recipe is not None and profile not in recipe.profiles:
+        return BuildError(
+            f"target {name} has no {profile} profile ({recipe.path})",
+            hint=f"install its wheel with --profile {' or '.join(recipe.profiles)}",
+        )
+    return BuildError(
+        f"no {profile} wheel recorded for target {name!r} in {project.build_record}",
+        hint=f"{have}; build one with `opforge build {name} --profile {profile}`",
+    )
 
 
 def dist_wheels(project: Project, profile: str, targets: list[str] | None = None) -> list[Path]:
     """The wheels the last ``build --profile PROFILE`` wrote, as the build record names them: every
-    target's, or those of ``targets`` (each must have built a wheel)."""
+    target's, or those of ``targets`` (each must have built a wheel). Each must still be the file
+    the build wrote (its sha256 as recorded)."""
     record = BuildRecord(project.build_record)
     built = {
-        name: _wheel_names(profiles[profile].outputs)
+        name: recorded_wheels(profiles[profile].outputs, record.path)
         for name, profiles in sorted(record.targets.items())
         if profile in profiles
     }
-    with_wheels = [name for name, names in built.items() if names]
+    with_wheels = [name for name, wheels in built.items() if wheels]
     for name in targets or []:
         if not built.get(name):
-            raise BuildError(
-                f"no {profile} wheel recorded for target {name!r} in {record.path}",
-                hint=f"targets with {profile} wheels: {', '.join(with_wheels) or '(none)'}; "
-                f"build one with `opforge build {name} --profile {profile}`",
-            )
-    wheels = [
-        project.dist_dir / wheel for name in (targets or with_wheels) for wheel in built[name]
-    ]
+            raise _no_wheel(project, profile, name, with_wheels)
+    wheels = []
+    for name in targets or with_wheels:
+        for wheel, digest in built[name].items():
+            path = project.dist_dir / wheel
+            rebuild = f"rebuild it: `opforge build {name} --profile {profile}`"
+            if not path.is_file():
+                raise BuildError(f"{path} is in the build record but not on disk", hint=rebuild)
+            if hash_file(path)["sha256"] != digest:
+                raise BuildError(
+                    f"{path} is not the wheel target {name}'s {profile} build wrote (its sha256 "
+                    f"differs from the one in {record.path}: changed or corrupt since)",
+                    hint=rebuild,
+                )
+            wheels.append(path)
     if not wheels:
         raise BuildError(
             f"no wheels recorded for profile {profile} in {record.path}",
             hint=f"run `opforge build --profile {profile}` first",
-        )
-    missing = [w for w in wheels if not w.is_file()]
-    if missing:
-        raise BuildError(
-            f"{missing[0]} is in the build record but not on disk",
-            hint=f"run `opforge build --profile {profile}` again",
         )
     return wheels
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack, contextmanager
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from opforge import __version__
+from opforge.atomic import require_inside
 from opforge.build.cmake import cmake_steps
 from opforge.build.fingerprint import (
     UNTRACKED_BY_BUILD_TOOL,
@@ -21,12 +24,12 @@ from opforge.build.fingerprint import (
     describe_output_change,
     installed_outputs,
 )
-from opforge.build.record import BuildRecord, TargetRecord
+from opforge.build.record import WHEEL_KEY, BuildRecord, TargetRecord, recorded_wheels
 from opforge.build.steps import Runner
 from opforge.build.toolchain import Tool, require_python_package, require_tool
 from opforge.build.wheel import build_wheel, wheel_files
 from opforge.dirs import BUILD_DIR_HINT, make_dirs
-from opforge.errors import BuildError, RecipeError
+from opforge.errors import BuildError, RecipeError, ToolMissing
 from opforge.pins.digest import hash_file
 from opforge.pins.fetch import Fetcher
 from opforge.pins.model import PinSet
@@ -47,6 +50,27 @@ class TargetResult:
     duration_s: float = 0.0
 
 
+def _open_lock(directory: Path) -> int:
+    """A descriptor of ``directory``'s lock file, created if missing.
+
+    Never truncated and never opened through a link (``O_NOFOLLOW``): the file's content is
+    unused, and a link planted there would otherwise have opforge create or empty the file it
+    points to, wherever that is."""
+    path = directory / ".opforge.lock"
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BuildError(
+                f"{path} is a symbolic link: opforge locks a file of its own there",
+                hint=f"remove the link {path}",
+            ) from None
+        raise BuildError(
+            f"cannot create the build lock {path}: {exc.strerror}",
+            hint=f"make {directory} writable for you (permissions, chattr -i, free space)",
+        ) from None
+
+
 @contextmanager
 def _build_lock(*directories: Path):
     """Hold an exclusive lock on each directory a build writes, or fail at once naming the one
@@ -55,7 +79,8 @@ def _build_lock(*directories: Path):
     exist (``make_dirs``)."""
     with ExitStack() as stack:
         for directory in directories:
-            handle = stack.enter_context(open(directory / ".opforge.lock", "w"))
+            handle = _open_lock(directory)
+            stack.callback(os.close, handle)
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -66,12 +91,28 @@ def _build_lock(*directories: Path):
         yield
 
 
+def _all_missing(missing: dict[str, ToolMissing]) -> ToolMissing:
+    """One error for every missing tool and python package (keyed ``cmake``, ``python:torch``),
+    so that one round of installs lets the build start."""
+    if len(missing) == 1:
+        return next(iter(missing.values()))
+    packages = [key.removeprefix("python:") for key in missing if key.startswith("python:")]
+    hints = [e.hint for key, e in missing.items() if not key.startswith("python:") and e.hint]
+    if packages:
+        hints.append(f"{sys.executable} -m pip install {' '.join(packages)}")
+    return ToolMissing(
+        f"{len(missing)} tools and packages missing: "
+        + "; ".join(e.message for e in missing.values()),
+        hint="; ".join(dict.fromkeys(hints)),
+    )
+
+
 def _remove_installed(prefix: Path, outputs: dict[str, str]) -> None:
     """Remove a target's recorded outputs from ``prefix`` before a build from scratch, so an
     output the fresh build no longer installs is not found, stale, and recorded as its own."""
     for key in outputs:
         relative = PurePosixPath(key)
-        if key.startswith("wheel:") or relative.is_absolute() or ".." in relative.parts:
+        if key.startswith(WHEEL_KEY) or relative.is_absolute() or ".." in relative.parts:
             continue
         (prefix / relative).unlink(missing_ok=True)
 
@@ -114,14 +155,20 @@ class BuildEngine:
                     f"{book.get(name).path}: profiles: target {name!r} has no {profile!r} profile",
                     hint=f"build it with --profile {' or '.join(book.get(name).profiles)}",
                 )
-        # Every tool of every target first: a missing one is reported before anything builds.
-        tools = {r.name: self._tools(r, profile) for r in ordered if profile in r.profiles}
+        # Every tool of every target first: all missing ones are reported before anything builds.
+        missing: dict[str, ToolMissing] = {}
+        tools = {r.name: self._tools(r, profile, missing) for r in ordered if profile in r.profiles}
+        if missing:
+            raise _all_missing(missing)
         results: list[TargetResult] = []
+        # dist/ is the project's own: the build record, the installs and the wheels are refused
+        # through a link that leads out of it (a build directory may be anywhere).
+        require_inside(self.project.root, self.project.dist_dir / profile)
         build_dir = make_dirs(self.project.build_dir, hint=BUILD_DIR_HINT)
         dist_dir = make_dirs(self.project.dist_dir)
         with _build_lock(dist_dir, build_dir):
             # Read under the lock: another build may have just written it.
-            record = BuildRecord(self.project.build_record)
+            record = BuildRecord(self.project.build_record, root=self.project.root)
             for recipe in ordered:
                 if profile not in recipe.profiles:
                     results.append(TargetResult(recipe.name, "skipped", f"no {profile} profile"))
@@ -130,16 +177,24 @@ class BuildEngine:
                 results.append(self._build_one(recipe, profile, pins, record, tools[recipe.name]))
         return results
 
-    def _tools(self, recipe: Recipe, profile: str) -> dict[str, Tool]:
+    def _tools(
+        self, recipe: Recipe, profile: str, missing: dict[str, ToolMissing]
+    ) -> dict[str, Tool]:
+        """The tools and python packages ``recipe`` needs for ``profile``; each one not found
+        goes into ``missing`` instead (the first target needing it names it)."""
         why = f"needed by target {recipe.name}, profile {profile}"
         names = [*_BASE_TOOLS, *recipe.profiles[profile].requires]
-        tools = {
-            name: require_tool(name, why, self.tool_overrides.get(name))
-            for name in dict.fromkeys(names)
-        }
         packages = [*recipe.python_packages, *(["wheel"] if recipe.wheel else [])]
-        for package in packages:
-            tools[f"python:{package}"] = require_python_package(package, why)
+        wanted = {
+            name: (require_tool, (name, why, self.tool_overrides.get(name))) for name in names
+        }
+        wanted |= {f"python:{p}": (require_python_package, (p, why)) for p in packages}
+        tools = {}
+        for key, (find, arguments) in wanted.items():
+            try:
+                tools[key] = find(*arguments)
+            except ToolMissing as exc:
+                missing.setdefault(key, exc)
         return tools
 
     def _outputs(
@@ -151,13 +206,11 @@ class BuildEngine:
             if wheel is None or not wheel.is_file():
                 unmatched.append(f"wheel {recipe.wheel.name}")
             else:
-                outputs[f"wheel:{wheel.name}"] = hash_file(wheel)["sha256"]
+                outputs[f"{WHEEL_KEY}{wheel.name}"] = hash_file(wheel)["sha256"]
         return outputs, unmatched
 
-    def _wheel_path(self, record: TargetRecord | None) -> Path | None:
-        names = [
-            k.split(":", 1)[1] for k in (record.outputs if record else {}) if k.startswith("wheel:")
-        ]
+    def _wheel_path(self, record: TargetRecord) -> Path | None:
+        names = list(recorded_wheels(record.outputs, self.project.build_record))
         return self.project.dist_dir / names[0] if names else None
 
     def _build_one(
@@ -227,7 +280,14 @@ class BuildEngine:
         )
         for step in steps:
             self.say(f"[{recipe.name}] {step.name}")
-            self.runner.run(step, log_path)
+            try:
+                self.runner.run(step, log_path)
+            except BuildError:
+                if step.name == "configure":
+                    # A failed configure can leave a cache the next one cannot parse (CMake
+                    # reads it before the new -D values): the next build configures afresh.
+                    (build_dir / "CMakeCache.txt").unlink(missing_ok=True)
+                raise
         installed, unmatched = installed_outputs(prefix, recipe.outputs_for(profile))
         if unmatched:
             raise BuildError(
@@ -253,7 +313,7 @@ class BuildEngine:
             )
         outputs = dict(installed)
         if wheel is not None:
-            outputs[f"wheel:{wheel.name}"] = hash_file(wheel)["sha256"]
+            outputs[f"{WHEEL_KEY}{wheel.name}"] = hash_file(wheel)["sha256"]
         duration = time.monotonic() - started
         record.put(
             recipe.name,

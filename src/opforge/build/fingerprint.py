@@ -82,7 +82,7 @@ def compute_inputs(
     inputs = {
         "recipe": hash_bytes(json.dumps(recipe.raw, sort_keys=True).encode()),
         "profile": profile,
-        "options": {k: cmake_value(v) for k, v in sorted(options.items())},
+        "options": {k: cmake_value(k, v) for k, v in sorted(options.items())},
         "sources": {
             p.relative_to(root).as_posix(): hash_file(p)["sha256"]
             for p in source_files(root, recipe.sources)

@@ -8,8 +8,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from opforge.atomic import write_text
+from opforge.errors import BuildError
+from opforge.requirements import has_control_character
 
 SCHEMA_VERSION = 1
+# Prefix of the output keys naming a target's wheel, a file directly in dist/.
+WHEEL_KEY = "wheel:"
 
 
 @dataclass
@@ -25,11 +29,38 @@ class TargetRecord:
     duration_s: float = 0.0
 
 
-class BuildRecord:
-    """The build record file, read once and written atomically after each target."""
+def recorded_wheels(outputs: dict[str, str], record_path: Path) -> dict[str, str]:
+    """The wheels among a target's recorded ``outputs``: file name in dist/ to sha256.
 
-    def __init__(self, path: Path) -> None:
+    A build writes its wheels into dist/ itself, so a name that is not a bare ``.whl`` file name
+    (``../../x.whl``, a path, a control character) can only come from an edited record: refused
+    (``BuildError``), since a path would point pip, or the up-to-date check, outside dist/.
+    """
+    wheels = {}
+    for key, digest in outputs.items():
+        if not key.startswith(WHEEL_KEY):
+            continue
+        name = key.removeprefix(WHEEL_KEY)
+        if not name.endswith(".whl") or Path(name).name != name or has_control_character(name):
+            raise BuildError(
+                f"{record_path}: output {key!r} is not the file name of a wheel in "
+                f"{record_path.parent}",
+                hint=f"the record was altered: remove {record_path} and build again",
+            )
+        wheels[name] = digest
+    return wheels
+
+
+class BuildRecord:
+    """The build record file, read once and written atomically after each target.
+
+    ``root``: the folder its writes must stay in, links followed (default: the record's own
+    folder); the build engine passes the project root, so a dist/ linked out of it is refused.
+    """
+
+    def __init__(self, path: Path, root: Path | None = None) -> None:
         self.path = path
+        self.root = root or path.parent
         self.targets: dict[str, dict[str, TargetRecord]] = {}
         if path.is_file():
             self._load()
@@ -55,9 +86,8 @@ class BuildRecord:
         self.save()
 
     def save(self) -> None:
-        """Write the file via a temporary file and an atomic rename, refused when a link in its
-        place leads out of its folder (``dist/``, which may itself be a link: the installs of
-        the build go through it as well)."""
+        """Write the file via a temporary file and an atomic rename, refused when a link on the
+        way from ``root`` or in its place leads out of ``root``."""
         data = {
             "schema": SCHEMA_VERSION,
             "targets": {
@@ -66,4 +96,4 @@ class BuildRecord:
             },
         }
         text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-        write_text(self.path, text, root=self.path.parent)
+        write_text(self.path, text, root=self.root)

@@ -12,13 +12,16 @@ from opforge.build.engine import BuildEngine
 from opforge.build.record import BuildRecord
 from opforge.build.steps import HostRunner
 from opforge.cli.common import (
+    MAX_JOBS,
     add_fetch_options,
     add_image_flags,
     fetcher,
+    image_flags_given,
     images,
-    positive_int,
+    job_count,
     project,
     resolved,
+    usage_error,
 )
 from opforge.container.choice import RUNNER_CHOICES, resolve_runner
 from opforge.errors import BuildError, ToolMissing
@@ -26,8 +29,24 @@ from opforge.recipes.schema import PROFILES
 from opforge.settings import Settings
 
 
+def _refuse_image_flags(args: argparse.Namespace, command: str) -> int | None:
+    """Exit status 2, reported, when image flags are given with ``--runner host``, where no image
+    is used: silently ignored, ``--flavour ngc --cuda 99`` would seem to have been honoured."""
+    given = image_flags_given(args) if args.runner == "host" else []
+    if not given:
+        return None
+    return usage_error(
+        f"{' '.join(given)}: image flags have no effect with --runner host (opforge {command} "
+        "runs on this machine, in no image)",
+        hint=f"drop {' '.join(given)}, or pass --runner docker to {command} in the image",
+    )
+
+
 def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
     """Build targets for a profile and report what was built or up to date."""
+    refused = _refuse_image_flags(args, "build")
+    if refused is not None:
+        return refused
     found = project(settings)
     runner, why = resolve_runner(args.runner)
     print(f"runner: {runner} ({why})", flush=True)
@@ -59,6 +78,17 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
     """Run recipe test commands, on the host or in the runtime image."""
+    refused = _refuse_image_flags(args, "test")
+    if refused is not None:
+        return refused
+    if args.runner == "host" and args.junit_dir is not None:
+        # The host runner (opforge.recipe_tests) runs each recipe's command as written; only the
+        # docker runner adds pytest's --junitxml to it.
+        return usage_error(
+            "--junit-dir has no effect with --runner host: only the docker runner writes "
+            "JUnit reports",
+            hint="drop --junit-dir, or pass --runner docker for one report per target",
+        )
     found = project(settings)
     if args.runner == "host":
         from opforge.recipe_tests import run_host_tests
@@ -110,10 +140,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_image_flags(build)
     build.add_argument(
         "--jobs",
-        type=positive_int,
+        type=job_count,
         default=None,
         metavar="N",
-        help="parallel compile jobs (default: all cores)",
+        help=f"parallel compile jobs, 1 to {MAX_JOBS} (default: all cores)",
     )
     build.add_argument("--quiet", action="store_true", help="hide the build tools' own output")
     add_fetch_options(build, pins_file=False)

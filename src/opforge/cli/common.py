@@ -8,12 +8,14 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from opforge.errors import OpforgeError
 from opforge.handoff import Handoff
 from opforge.images.service import ImageOptions, image_options
 from opforge.images.spec import DEFAULT_FRAMEWORKS, FLAVOURS
 from opforge.pins.cache import ContentCache
 from opforge.pins.fetch import Fetcher, FetchSettings, progress_enabled
 from opforge.project import Project, open_project
+from opforge.report import report
 from opforge.settings import Settings, default_cache_dir, resolve_settings
 
 Command = Callable[[argparse.Namespace, Settings], int]
@@ -62,7 +64,8 @@ def images(args: argparse.Namespace, settings: Settings) -> ImageOptions:
     """The image options of a command with the image flags."""
     return image_options(
         settings,
-        flavour=args.flavour,
+        # None when the flag was not given, so that image_flags_given can tell (the help's default).
+        flavour=args.flavour or "pip",
         cuda=args.cuda,
         cudnn=args.cudnn,
         keep_ca=getattr(args, "keep_ca", False),
@@ -81,8 +84,8 @@ def count(text: str) -> int:
     return value
 
 
-def positive(kind: type) -> Callable[[str], float | int]:
-    """An argument type: a number of ``kind`` above 0."""
+def positive(kind: type, most: float | None = None) -> Callable[[str], float | int]:
+    """An argument type: a number of ``kind`` above 0 (and at most ``most``, when given)."""
 
     def parse(text: str) -> float | int:
         try:
@@ -92,6 +95,8 @@ def positive(kind: type) -> Callable[[str], float | int]:
             raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
         if not value > 0:
             raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most}, got {text}")
         return value
 
     return parse
@@ -99,6 +104,13 @@ def positive(kind: type) -> Callable[[str], float | int]:
 
 #: The argument type of every count that must be 1 or more (``--jobs``, ``--max-bytes``).
 positive_int = positive(int)
+
+#: The most parallel compile jobs ``--jobs`` takes: more than any machine has cores, and far below
+#: what would overflow the job count cmake and ninja read (a huge one got 65 lines of cmake usage).
+MAX_JOBS = 4096
+
+#: The argument type of ``build --jobs``: 1 to ``MAX_JOBS``.
+job_count = positive(int, MAX_JOBS)
 
 
 def add_fetch_options(parser: argparse.ArgumentParser, pins_file: bool = True) -> None:
@@ -138,9 +150,21 @@ def add_fetch_options(parser: argparse.ArgumentParser, pins_file: bool = True) -
     )
 
 
+#: The flags ``add_image_flags`` adds, by their ``args`` attribute (each None unless given).
+IMAGE_FLAGS = {
+    "flavour": "--flavour",
+    "cuda": "--cuda",
+    "cudnn": "--cudnn",
+    "base_image": "--base-image",
+    "extra_ca": "--extra-ca",
+    "framework": "--framework",
+    "find_links": "--find-links",
+}
+
+
 def add_image_flags(parser: argparse.ArgumentParser) -> None:
     """The flags that select and shape an image."""
-    parser.add_argument("--flavour", choices=FLAVOURS, default="pip", help="default: pip")
+    parser.add_argument("--flavour", choices=FLAVOURS, default=None, help="default: pip")
     parser.add_argument("--cuda", help="CUDA version (default: the first in images/versions.yaml)")
     parser.add_argument("--cudnn", help="cuDNN version (default: the one paired with --cuda)")
     parser.add_argument(
@@ -166,6 +190,19 @@ def add_image_flags(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="local wheel folder for the image's pip, repeatable (default: $PIP_FIND_LINKS)",
     )
+
+
+def image_flags_given(args: argparse.Namespace) -> list[str]:
+    """The image flags given on the command line (``--flavour``, ``--cuda``...), as spelled."""
+    return [flag for attr, flag in IMAGE_FLAGS.items() if getattr(args, attr) is not None]
+
+
+def usage_error(message: str, hint: str) -> int:
+    """Report flags that cannot go together as the parser reports a bad argument (one line, a
+    hint) and return its exit status, 2: they are a mistake in the command line, not in the
+    project."""
+    report(OpforgeError(message, hint=hint))
+    return 2
 
 
 def resolved(path: str | None) -> Path | None:

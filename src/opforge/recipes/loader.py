@@ -215,8 +215,8 @@ def _option_problems(recipe: Recipe) -> list[_Problem]:
     sections += [(f"profiles.{n}.options", p.options) for n, p in recipe.profiles.items()]
     found = []
     for where, options in sections:
-        for key in options:
-            refused = option_problem(key)
+        for key, value in options.items():
+            refused = option_problem(key, value)
             if refused:
                 problem, hint = refused
                 found.append(
