@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from opforge.build.cmake import cmake_value
+from opforge.build.dist import dist_wheels
 from opforge.errors import BuildError
+from opforge.project import Project
 from tests.test_build import LIB_CMAKE, PY_CMAKE, PY_RECIPE, opforge
 
 pytestmark = pytest.mark.slow
@@ -196,3 +198,21 @@ def test_a_build_record_naming_a_wheel_outside_dist_is_refused(wheel_and_lib, tm
         assert "is not the file name of a wheel in" in error
         assert f"hint: the record was altered: remove {record_path} and build again" in error
     assert not site.exists()
+
+
+def test_container_tests_take_no_wheels_only_where_none_was_built(wheel_and_lib):
+    # The docker test runner tests wheel-less targets through opforge.kernels.abi; a recorded
+    # wheel that changed since the build is an error there as for dist install, not left out.
+    project = Project(wheel_and_lib, wheel_and_lib / "checksums.yaml")
+    assert [w.name for w in dist_wheels(project, "cpu", none_ok=True)] == [
+        w.name for w in (wheel_and_lib / "dist").glob("*.whl")
+    ]
+    wheel = next((wheel_and_lib / "dist").glob("*.whl"))
+    with zipfile.ZipFile(wheel, "a") as archive:
+        archive.writestr("opforge_probe/extra.py", "X = 1\n")
+    with pytest.raises(BuildError, match="is not the wheel target probe's cpu build wrote"):
+        dist_wheels(project, "cpu", none_ok=True)
+    (wheel_and_lib / "dist" / "build-record.json").unlink()
+    assert dist_wheels(project, "cpu", none_ok=True) == []
+    with pytest.raises(BuildError, match="no wheels recorded for profile cpu"):
+        dist_wheels(project, "cpu")

@@ -45,10 +45,13 @@ def _no_wheel(project: Project, profile: str, name: str, recorded: list[str]) ->
     )
 
 
-def dist_wheels(project: Project, profile: str, targets: list[str] | None = None) -> list[Path]:
+def dist_wheels(
+    project: Project, profile: str, targets: list[str] | None = None, *, none_ok: bool = False
+) -> list[Path]:
     """The wheels the last ``build --profile PROFILE`` wrote, as the build record names them: every
     target's, or those of ``targets`` (each must have built a wheel). Each must still be the file
-    the build wrote (its sha256 as recorded)."""
+    the build wrote (its sha256 as recorded). With ``none_ok``, a profile that built no wheel
+    gives none rather than an error."""
     record = BuildRecord(project.build_record)
     built = {
         name: recorded_wheels(profiles[profile].outputs, record.path)
@@ -73,7 +76,7 @@ def dist_wheels(project: Project, profile: str, targets: list[str] | None = None
                     hint=rebuild,
                 )
             wheels.append(path)
-    if not wheels:
+    if not wheels and not none_ok:
         raise BuildError(
             f"no wheels recorded for profile {profile} in {record.path}",
             hint=f"run `opforge build --profile {profile}` first",
