@@ -85,15 +85,21 @@ def test_only_yamlfile_loads_yaml():
 
 
 def test_only_settings_reads_variables():
-    """The CLI hands os.environ to the settings and step processes (build steps, recipe tests)
-    inherit it; nothing else reads the environment."""
+    """The entry points (the CLI, ``python -m opforge.images.devcontainer``) hand os.environ to
+    the settings and step processes (build steps, recipe tests) inherit it; nothing else reads
+    the environment."""
     readers = {
         path.relative_to(PACKAGE).as_posix()
         for path in PACKAGE.rglob("*.py")
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
         if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv")
     }
-    assert readers == {"cli/__init__.py", "build/steps.py", "recipe_tests.py"}
+    assert readers == {
+        "cli/__init__.py",
+        "images/devcontainer.py",
+        "build/steps.py",
+        "recipe_tests.py",
+    }
 
 
 def test_the_readme_table_is_every_variable():

@@ -15,9 +15,9 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from opforge.atomic import require_inside, write_text
-from opforge.cli import Parser
 from opforge.errors import ConfigError, OpforgeError, unreadable
 from opforge.report import report
 from opforge.settings import resolve_settings
@@ -72,10 +72,19 @@ def render(images_dir: Path) -> str:
     return header + head.rstrip("\n") + "\n\n" + _CONTEXT_STAGE + body
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, its usage errors reported as opforge's are (``opforge.cli`` sits above this
+    layer): one line and a hint, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        report(ConfigError(message, hint=f"see `{self.prog} --help`"))
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m opforge.images.devcontainer``, with ``opforge``'s parser:
-    a bad argument is one line and a hint, exit status 2, before anything is read or written."""
-    parser = Parser(
+    """The command line of ``python -m opforge.images.devcontainer``: a bad argument is one line
+    and a hint, exit status 2, before anything is read or written."""
+    parser = _Parser(
         prog="python -m opforge.images.devcontainer",
         description=f"Render {DOCKERFILE} from images/Dockerfile.pip (written only when it "
         "changes).",
