@@ -120,7 +120,7 @@ BASE = 'cuda: {"13.0": ["9.13"]}\nframeworks: [{requirement: "torch==2.13.0"}]\n
         ),
         (
             BASE + "exlude: []\n",
-            "exlude: unknown key (allowed here: runner, cuda, frameworks, exclude, ci_cell)",
+            "exlude: unknown key (allowed here: ci_cell, cuda, exclude, frameworks, runner)",
         ),
         (
             'cuda: {"13.0": ["9.13"]}\nframeworks: [{with: []}]\n',

@@ -490,10 +490,6 @@ def test_host_tests_honour_the_profile(tmp_path):
             ["build", "--framework", "none"],
             "--framework: image flags have no effect with --runner host (opforge build",
         ),
-        (
-            ["test", "--junit-dir", "reports"],
-            "--junit-dir has no effect with --runner host",
-        ),
     ],
 )
 def test_flags_the_host_runner_would_ignore_are_refused(tmp_path, argv, text):

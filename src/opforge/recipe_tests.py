@@ -7,7 +7,9 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+from opforge.dirs import make_dirs
 from opforge.errors import OpforgeError
 from opforge.project import Project
 from opforge.recipes.model import Recipe
@@ -42,12 +44,30 @@ def runnable_test_command(recipe: Recipe) -> list[str]:
     return argv
 
 
-def run_host_tests(project: Project, targets: list[str], profile: str | None = None) -> int:
+def junit_dir_ready(junit_dir: Path) -> Path:
+    """``--junit-dir``, created if missing and made absolute: the reports are written there
+    whatever the test command's working directory (the project root, or a container's)."""
+    return make_dirs(junit_dir, hint="give --junit-dir a directory").resolve()
+
+
+def junit_args(junit_dir: Path, recipe: Recipe) -> list[str]:
+    """What the recipe's pytest command is given to write its JUnit report,
+    ``<junit_dir>/<target>.xml``: the same file whichever runner ran the tests."""
+    return ["--junitxml", str(junit_dir / f"{recipe.name}.xml")]
+
+
+def run_host_tests(
+    project: Project,
+    targets: list[str],
+    profile: str | None = None,
+    junit_dir: Path | None = None,
+) -> int:
     """Run the test command of ``targets`` (all when empty) in the project root, in dependency
     order; stop at the first failure and return its exit status.
 
     ``profile``: the tests use what that profile's build left in dist/ (``OPFORGE_TEST_DIST``, as
-    in the runtime image); None: they build what they test themselves."""
+    in the runtime image); None: they build what they test themselves. ``junit_dir``: each
+    target's pytest writes its JUnit report there (``junit_args``), as with the docker runner."""
     # The test processes inherit this environment, as build steps do (build.steps).
     env = None if profile is None else {**os.environ, "OPFORGE_TEST_DIST": profile}
     book = project.load_recipes(project.load_pins())
@@ -55,6 +75,9 @@ def run_host_tests(project: Project, targets: list[str], profile: str | None = N
     commands = [
         (recipe, runnable_test_command(recipe)) for recipe in recipes if recipe.test is not None
     ]
+    if junit_dir is not None:
+        junit_dir = junit_dir_ready(junit_dir)
+        commands = [(recipe, argv + junit_args(junit_dir, recipe)) for recipe, argv in commands]
     for recipe, argv in commands:
         print(f"[{recipe.name}] test: {' '.join(recipe.test.command)}", flush=True)
         code = subprocess.run(argv, cwd=project.root, env=env, check=False).returncode

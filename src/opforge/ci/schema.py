@@ -7,9 +7,9 @@ optional key given as null counts as absent.
 
 from __future__ import annotations
 
-import re
-
 import jsonschema
+
+from opforge.schema_errors import schema_problems
 
 AXES = ("cuda", "cudnn", "framework")
 
@@ -124,58 +124,10 @@ MATRIX_SCHEMA: dict = {
 }
 
 _VALIDATOR = jsonschema.Draft202012Validator(MATRIX_SCHEMA)
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]+\Z")
-# A wrong value is quoted in the error; a whole mapping given by mistake is cut short.
-_SHOWN = 60
-
-
-def _key_path(data: object, parts: list) -> str:
-    """``exclude[0].match.cuda``: list positions in brackets, mapping keys after dots (quoted
-    when they are not plain, so the error stays on one line)."""
-    text, node = "", data
-    for part in parts:
-        if isinstance(node, list):
-            text += f"[{part}]"
-        else:
-            key = part if isinstance(part, str) and _PLAIN_KEY.match(part) else repr(part)
-            text += f".{key}" if text else key
-        try:
-            node = node[part]
-        except (KeyError, IndexError, TypeError):
-            node = None  # a missing key: the last part of the path
-    return text or "(top level)"
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
-
-
-def _describe(data: object, error: jsonschema.ValidationError) -> str:
-    """``key: problem`` for one schema error."""
-    where = list(error.absolute_path)
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        allowed = error.schema.get("properties", {})
-        unknown = next(k for k in error.instance if k not in allowed)
-        key = _key_path(data, [*where, unknown])
-        return f"{key}: unknown key (allowed here: {', '.join(allowed)})"
-    if "propertyNames" in error.schema_path:
-        # A bad mapping key is reported against its mapping; point at the key itself.
-        key = _key_path(data, [*where, error.instance])
-        return f"{key}: the key must be {error.schema['description']}"
-    if error.validator == "required":
-        missing = next(k for k in error.validator_value if k not in error.instance)
-        return f"{_key_path(data, [*where, missing])}: required key is missing"
-    if error.validator == "uniqueItems":
-        items = error.instance
-        twice = next(v for i, v in enumerate(items) if v in items[:i])
-        return f"{_key_path(data, where)}: {twice!r} is listed twice"
-    expected = error.schema.get("description", error.message)
-    return f"{_key_path(data, where)}: expected {expected}, got {_shown(error.instance)}"
 
 
 def schema_problem(data: object) -> str | None:
     """The first problem (``key: what is wrong``) of the parsed matrix ``data`` against the
     schema, by key; ``None`` when it passes."""
-    problems = sorted(_describe(data, e) for e in _VALIDATOR.iter_errors(data))
+    problems = schema_problems(_VALIDATOR, data)
     return problems[0] if problems else None

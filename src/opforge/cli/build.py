@@ -81,14 +81,6 @@ def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
     refused = _refuse_image_flags(args, "test")
     if refused is not None:
         return refused
-    if args.runner == "host" and args.junit_dir is not None:
-        # The host runner (opforge.recipe_tests) runs each recipe's command as written; only the
-        # docker runner adds pytest's --junitxml to it.
-        return usage_error(
-            "--junit-dir has no effect with --runner host: only the docker runner writes "
-            "JUnit reports",
-            hint="drop --junit-dir, or pass --runner docker for one report per target",
-        )
     found = project(settings)
     if args.runner == "host":
         from opforge.recipe_tests import run_host_tests
@@ -102,7 +94,7 @@ def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
                     hint=f"run `opforge build --profile {args.profile}` first, or drop --profile "
                     "to let the tests build their own",
                 )
-        return run_host_tests(found, args.targets, args.profile)
+        return run_host_tests(found, args.targets, args.profile, resolved(args.junit_dir))
     runner, why = resolve_runner(args.runner)
     if runner != "docker":
         raise ToolMissing(
@@ -164,7 +156,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--runner", choices=RUNNER_CHOICES, default="host", help="where tests run (default: host)"
     )
     add_image_flags(test)
-    test.add_argument("--junit-dir", help="write each target's JUnit XML report here")
+    test.add_argument(
+        "--junit-dir",
+        metavar="DIR",
+        help="write each target's JUnit XML report to DIR/TARGET.xml (pytest's --junitxml)",
+    )
     add_fetch_options(test, pins_file=False)
     test.set_defaults(func=cmd_test)
 

@@ -46,9 +46,12 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_lock_debs(args: argparse.Namespace, settings: Settings) -> int:
     """Resolve the deb flavour's Debian packages in the suite's base and write their locks."""
     from opforge.dockerengine import docker_client
-    from opforge.images.debian import lock_debs
+    from opforge.images.debian import lock_debs, toolkits
 
     found = project(settings)
+    # A wrong --cuda is the user's to fix whether or not Docker runs here: refused before the
+    # engine is looked for.
+    toolkits(found.images_dir / "versions.yaml", args.cuda)
     client = docker_client()
     for path in lock_debs(
         client, found.images_dir, args.cuda, settings.base_image, settings.proxies, root=found.root

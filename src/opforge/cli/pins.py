@@ -5,13 +5,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from opforge.cli.common import add_fetch_options, fetcher, positive_int, project
+from opforge.cli.common import add_fetch_options, fetcher, positive, project
 from opforge.errors import PinError
 from opforge.pins.cache import CacheState
 from opforge.pins.install import install_wheels
 from opforge.pins.model import Pin, PinSet, load_pins
 from opforge.pins.update import update_pin
 from opforge.settings import Settings
+
+#: The most parallel downloads ``pins fetch --jobs`` takes: each is a thread with its own
+#: connection; 64 fill any link, and far more only exhaust threads and trip mirrors' rate limits.
+MAX_DOWNLOADS = 64
+
+#: The argument type of ``pins fetch --jobs``: 1 to ``MAX_DOWNLOADS``.
+download_count = positive(int, MAX_DOWNLOADS)
 
 
 def _human_size(size: int | None) -> str:
@@ -132,7 +139,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     fetch = actions.add_parser("fetch", help="download pins into the cache, verified by sha256")
     fetch.add_argument("names", nargs="*", metavar="NAME", help="pins to fetch (default: all)")
     fetch.add_argument(
-        "--jobs", type=positive_int, default=4, metavar="N", help="parallel downloads (default: 4)"
+        "--jobs",
+        type=download_count,
+        default=4,
+        metavar="N",
+        help=f"parallel downloads, 1 to {MAX_DOWNLOADS} (default: 4)",
     )
     fetch.add_argument(
         "--dest",

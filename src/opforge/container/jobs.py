@@ -15,6 +15,7 @@ from opforge.images.build import BuiltImage
 from opforge.images.service import ImageOptions, ensure_image, image_spec
 from opforge.pins.fetch import Fetcher
 from opforge.project import Project
+from opforge.recipe_tests import junit_args, junit_dir_ready
 from opforge.settings import Settings
 
 _SITE = "/tmp/opforge-site"
@@ -120,8 +121,8 @@ def test_in_container(
     wheels = dist_wheels(project, profile, none_ok=True)
     mounts: tuple[Path, ...] = ()
     if junit_dir is not None:
-        junit_dir.mkdir(parents=True, exist_ok=True)
-        mounts = (junit_dir.resolve(),)
+        junit_dir = junit_dir_ready(junit_dir)
+        mounts = (junit_dir,)
     run = work.container(image, mounts)
     for recipe in recipes:
         if recipe.test is None:
@@ -129,7 +130,7 @@ def test_in_container(
         work.say(f"[{recipe.name}] test in {image}: {shlex.join(recipe.test.command)}")
         command = list(recipe.test.command)
         if junit_dir is not None:
-            command += ["--junitxml", str(junit_dir.resolve() / f"{recipe.name}.xml")]
+            command += junit_args(junit_dir, recipe)
         run.run(
             test_command(project.root, wheels, command),
             # The tests use the profile's artefacts in dist/: the runtime image has no compiler.

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from opforge.errors import BuildError
 from opforge.images.context import assemble
+from opforge.images.reference import pinned
 from opforge.images.spec import ImageSpec
 from opforge.logtail import LogTail
 from opforge.pins.fetch import Fetcher
@@ -68,7 +69,7 @@ def resolve_base(client, spec: ImageSpec) -> tuple[str, str]:
     """(reference to build FROM, identity for the digest) of the spec's base image."""
     if spec.flavour == "ngc":
         ngc = spec.combination.ngc[spec.kind]
-        ref = f"{ngc.image.split(':')[0]}@{ngc.digest}" if ngc.digest else ngc.image
+        ref = pinned(ngc.image, ngc.digest) if ngc.digest else ngc.image
         return ref, ref
     from docker.errors import ImageNotFound
 

@@ -23,6 +23,7 @@ from opforge.recipes.paths import (
 )
 from opforge.recipes.schema import PATTERN_RULES, RECIPE_SCHEMA, REMOVED_KEYS, SCHEMA_VERSIONS
 from opforge.requirements import requirement_problem
+from opforge.schema_errors import key_text, schema_problems
 from opforge.yamlfile import read_yaml_file
 
 _VALIDATOR = jsonschema.Draft202012Validator(RECIPE_SCHEMA)
@@ -30,83 +31,6 @@ _SCHEMA_HINT = "see the recipe schema in README.md"
 _MISSING_HINT = "check the path: give a recipe .yaml file, or a directory of them"
 _GLOB_HINT = "write '**' as a whole path component: 'src/**/*' is every file under src"
 _SOURCE_HINT = "start the pattern at a source folder: 'src/**/*' is every file under src"
-# What YAML reads a mapping key as, when that is not text (`1:`, `~:`, `true:`).
-_YAML_KINDS = {int: "a number", float: "a number", bool: "a boolean", type(None): "null"}
-
-
-def _key(key: object) -> str:
-    """A mapping key as an error line shows it: as written when it is printable text, else
-    quoted, so that a key holding a line break cannot split the one-line error."""
-    return key if isinstance(key, str) and key.isprintable() and key.strip() else repr(key)
-
-
-def _key_path(parts: list) -> str:
-    text = ""
-    for part in parts:
-        if isinstance(part, int) and not isinstance(part, bool):
-            text += f"[{part}]"
-        else:
-            text += f".{_key(part)}" if text else _key(part)
-    return text or "(top level)"
-
-
-def _describe(error: jsonschema.ValidationError) -> list[tuple[str, str]]:
-    """(key path, problem) pairs for a schema error, in recipe-author terms."""
-    where = list(error.absolute_path)
-    schema = error.schema
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        allowed = set(schema.get("properties", {}))
-        unknown = sorted((k for k in error.instance if k not in allowed), key=str)
-        if unknown and allowed:
-            return [
-                (
-                    _key_path([*where, key]),
-                    f"unknown key (allowed here: {', '.join(sorted(allowed))})",
-                )
-                for key in unknown
-            ]
-    if "propertyNames" in error.schema_path:
-        # A bad mapping key is reported against its parent; point at the key itself.
-        if "enum" in schema:
-            return [
-                (
-                    _key_path([*where, error.instance]),
-                    f"unknown name (allowed: {', '.join(schema['enum'])})",
-                )
-            ]
-        kind = _YAML_KINDS.get(type(error.instance), type(error.instance).__name__)
-        return [
-            (
-                _key_path(where),
-                f"key {error.instance!r} is {kind} in YAML, not a name; write the name as text "
-                "(quoted if YAML would read it as a number or null)",
-            )
-        ]
-    if error.validator == "uniqueItems":
-        seen: list = []
-        for item in error.instance:
-            if item in seen:
-                return [(_key_path(where), f"{item!r} is listed twice")]
-            seen.append(item)
-    if error.validator == "required":
-        missing = error.message.split("'")[1]
-        return [(_key_path([*where, missing]), "required key is missing")]
-    if error.validator == "enum":
-        return [
-            (
-                _key_path(where),
-                f"{error.instance!r} is not one of {', '.join(map(str, schema['enum']))}",
-            )
-        ]
-    if error.validator == "type":
-        expected = schema["type"]
-        expected = " or ".join(expected) if isinstance(expected, list) else expected
-        return [(_key_path(where), f"expected {expected}, got {type(error.instance).__name__}")]
-    if error.validator == "pattern":
-        return [
-            (_key_path(where), f"{error.instance!r} must be {PATTERN_RULES[schema['pattern']]}")
-        ]
-    return [(_key_path(where), error.message)]
 
 
 @dataclass(frozen=True)
@@ -134,14 +58,10 @@ def _raise_if_any(problems: list[_Problem]) -> None:
 
 
 def _schema_problems(path: Path, raw: dict) -> list[_Problem]:
-    errors = list(_VALIDATOR.iter_errors(raw))
-    # Prefer errors from a real branch over the generic if/then wrapper.
-    concrete = [e for e in errors if e.validator not in ("allOf", "if")] or errors
-    texts: dict[str, None] = {}
-    for error in concrete:
-        for key, problem in _describe(error):
-            texts.setdefault(f"{path}: {key}: {problem}")
-    return [_Problem(text, _SCHEMA_HINT) for text in sorted(texts)]
+    return [
+        _Problem(f"{path}: {text}", _SCHEMA_HINT)
+        for text in schema_problems(_VALIDATOR, raw, PATTERN_RULES)
+    ]
 
 
 def _version_problem(path: Path, raw: dict) -> _Problem | None:
@@ -221,7 +141,7 @@ def _option_problems(recipe: Recipe) -> list[_Problem]:
                 problem, hint = refused
                 found.append(
                     _Problem(
-                        f"{recipe.path}: {where}.{_key(key)}: recipe {recipe.name!r}: {problem}",
+                        f"{recipe.path}: {where}.{key_text(key)}: recipe {recipe.name!r}: {problem}",
                         hint,
                     )
                 )
