@@ -357,12 +357,24 @@ class NormSpec:
         return (
             f"{self.dtype}-{'x'.join(map(str, self.shape))}-k{self.k}-w{self.weight}-b{self.bias}-"
             f"{self.data_layout}-{self.out_layout}-{self.stats_layout}-{self.param_layout}"
+            + ("" if self.eps == 1e-5 else f"-eps{self.eps}")
         )
 
     @property
     def lead(self) -> tuple[int, ...]:
         """The leading dims (the shape of the statistics)."""
         return self.shape[: len(self.shape) - self.k]
+
+
+def unusual_eps_specs(dtype: str) -> list[NormSpec]:
+    """eps as torch takes it beyond the usual: negative (rows whose variance is above -eps are
+    finite, the rest NaN), infinite (rstd 0) and NaN."""
+    return [
+        NormSpec((6, 40), 1, dtype, eps=-0.1),
+        NormSpec((6, 40), 1, dtype, eps=-0.5, scale=0.5),
+        NormSpec((3, 16), 1, dtype, eps=float("inf")),
+        NormSpec((3, 16), 1, dtype, eps=float("nan")),
+    ]
 
 
 def layer_norm_case(spec: NormSpec, device: str = "cpu", seed: int = 0) -> Case:

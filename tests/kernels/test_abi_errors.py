@@ -70,17 +70,8 @@ def test_messages_name_numbers_as_given(cpu_library):
     )
     raises(
         INVALID,
-        "opforge_layer_norm: eps must be at least 0, got -1e-09",
-        lambda: cpu_library.call(
-            "layer_norm",
-            x=t(x),
-            normalized_shape=[6],
-            weight=None,
-            bias=None,
-            eps=-1e-9,
-            y=t(f32(2, 6)),
-            **stats,
-        ),
+        "opforge_batch_norm: eps must be at least 0, got -1e-09",
+        lambda: batch_norm(cpu_library, f32(4, 3), eps=-1e-9),
     )
 
 

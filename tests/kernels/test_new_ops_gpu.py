@@ -41,6 +41,7 @@ from tests.kernels.new_ops_support import (  # noqa: E402
     random_values,
     ref_layer_norm,
     ref_layer_norm_backward,
+    unusual_eps_specs,
 )
 from tests.kernels.test_cuda_paths import desc  # noqa: E402
 
@@ -262,7 +263,7 @@ def gpu_norm_specs(dtype: str) -> list[NormSpec]:
 
 
 @pytest.mark.parametrize("op", list(NORM_CASES))
-@pytest.mark.parametrize("spec", [s for d in DTYPES for s in gpu_norm_specs(d)], ids=lambda s: s.id)
+@pytest.mark.parametrize("spec", [s for d in DTYPES for s in gpu_norm_specs(d) + unusual_eps_specs(d)], ids=lambda s: s.id)
 def test_norm(gpu_library, op, spec):
     check(NORM_CASES[op](spec, device="cuda"), gpu_library)
 

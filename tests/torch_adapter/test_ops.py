@@ -658,11 +658,11 @@ def test_fake_tensor_mode_refuses_an_argument_the_kernel_refuses():
     [
         lambda v: ot.softmax(v, 5),
         lambda v: ot.layer_norm(v, (4,)),
-        lambda v: ot.rms_norm(v, (3,), eps=-1.0),
+        lambda v: ot.rms_norm(v, (3,), torch.ones(2, device=v.device)),
         lambda v: ot.gelu(v, approximate="fast"),
         lambda v: ot.add(v, torch.ones(4, 3, device=v.device)),
     ],
-    ids=["dim", "normalized_shape", "eps", "approximate", "broadcast"],
+    ids=["dim", "normalized_shape", "weight", "approximate", "broadcast"],
 )
 def test_vmap_over_an_empty_batch_refuses_what_any_batch_refuses(call, device):
     errors = []

@@ -399,6 +399,60 @@ def test_an_alpha_the_dtype_rounds_is_rounded_where_torch_rounds_it(device, dtyp
     same(ot.add(a, b, alpha=alpha), torch.add(a, b, alpha=alpha), equal_nan=True)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_a_symbolic_alpha_is_taken_unrounded_as_compiled_torch_takes_it(device, dtype):
+    # With dynamic shapes a float argument is symbolic while the graph is traced: no value to
+    # round or check. Compiled torch.add takes it unrounded; so does opforge (it crashed tracing).
+    torch._dynamo.reset()
+    a = torch.randn(4, 5, device=device).to(dtype)
+    b = torch.randn(4, 5, device=device).to(dtype)
+    compiled = torch.compile(lambda x, y, s: ot.add(x, y, alpha=s), dynamic=True, fullgraph=True)
+    for alpha in (3.0, 0.1, 7e4, 2):
+        # alpha as given, the sum rounded once: what the CPU kernel computes for 2-byte dtypes
+        # exactly (in float64); on CUDA and for float32 within one rounding.
+        expected = (a.double() + alpha * b.double()).to(dtype)
+        exact = device == "cpu" and dtype != torch.float32
+        same(compiled(a, b, alpha), expected, **({"rtol": 0, "atol": 0} if exact else {}))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("alpha", [None, "0.1", [0.1]])
+def test_an_alpha_that_is_not_a_number_is_refused_naming_it(device, alpha):
+    h = torch.ones(2, device=device, dtype=torch.float16)
+    with pytest.raises(TypeError, match=r"^opforge::add: alpha must be a number, got"):
+        ot.add(h, h, alpha=alpha)
+
+
+def test_bool_operands_are_refused_for_their_dtype_whatever_the_alpha():
+    b = torch.tensor([True, False])
+    for alpha in (True, 2, 0.5):
+        with pytest.raises(NotImplementedError, match=r"^opforge::add: a has dtype bool"):
+            ot.add(b, b, alpha=alpha)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("eps", [-0.5, -0.1, float("inf"), float("nan"), 0.0])
+def test_norms_take_any_eps_as_torch(device, eps):
+    # torch computes 1/sqrt(var + eps) whatever eps is (OpInfo's samples include eps=-0.5): rows
+    # whose variance is under -eps are NaN, an infinite eps gives rstd 0.
+    x = torch.randn(6, 8, device=device) * torch.linspace(0.3, 2.0, 6, device=device)[:, None]
+    x.requires_grad_()
+    w = torch.rand(8, device=device, requires_grad=True)
+    for ours, native in (
+        (ot.layer_norm(x, [8], w, None, eps), torch.nn.functional.layer_norm(x, [8], w, None, eps)),
+        (ot.rms_norm(x, [8], w, eps), torch.nn.functional.rms_norm(x, [8], w, eps)),
+    ):
+        same(ours, native, equal_nan=True)
+        g = torch.randn_like(native)
+        for mine, theirs in zip(
+            torch.autograd.grad(ours, (x, w), g),
+            torch.autograd.grad(native, (x, w), g),
+            strict=True,
+        ):
+            same(mine, theirs, equal_nan=True, rtol=1e-4, atol=1e-5)
+
+
 def test_two_numbers_are_added_and_multiplied_as_torch():
     # torch makes 0-d tensors of the default dtype of them (OpInfo's add and mul samples).
     for a, b in ((2.0, 3.0), (2, 3.5), (True, 2.5), (-8.5, -1.7)):

@@ -847,13 +847,24 @@ def float_alpha(alpha, operand: torch.Tensor, other=None):
     (RuntimeError; the operand's dtype on CPU, float32 for every dtype on CUDA, which computes
     in it). On CPU a float16/bfloat16 op takes alpha rounded to the dtype, as torch's CPU kernel
     (1e-8 is 0 in float16, and 0 * inf is NaN). Times ``other`` where ``promote`` left that a
-    number to fold into alpha."""
+    number to fold into alpha.
+
+    Traced by torch.compile, a number alpha goes to the kernel as it is, as compiled torch
+    takes it (unrounded and unchecked): with dynamic shapes it is symbolic, with no value to
+    check or round while the graph is traced. Where the result is bool, or alpha is not a
+    number, the op's own checks refuse the call, naming what is wrong."""
+    if type(alpha) in (int, float) and torch.compiler.is_compiling():
+        return alpha * other if isinstance(other, float) else alpha
+    if isinstance(operand, torch.Tensor) and operand.dtype == torch.bool:
+        return alpha
     # Every dtype holds an alpha up to float16's largest: the usual case, checked at once.
     plain = type(alpha) in (int, float)
     if not (plain and abs(alpha) <= 65504.0):
         _alpha_kind(alpha)
         require_64_bits("add", "alpha", alpha)
         _alpha_fits(alpha, operand)
+    if not isinstance(alpha, (numbers.Real, torch.Tensor)):
+        return alpha
     if (
         isinstance(operand, torch.Tensor)
         and operand.dtype in _HALF
