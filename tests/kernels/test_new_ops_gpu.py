@@ -263,7 +263,11 @@ def gpu_norm_specs(dtype: str) -> list[NormSpec]:
 
 
 @pytest.mark.parametrize("op", list(NORM_CASES))
-@pytest.mark.parametrize("spec", [s for d in DTYPES for s in gpu_norm_specs(d) + unusual_eps_specs(d)], ids=lambda s: s.id)
+@pytest.mark.parametrize(
+    "spec",
+    [s for d in DTYPES for s in gpu_norm_specs(d) + unusual_eps_specs(d)],
+    ids=lambda s: s.id,
+)
 def test_norm(gpu_library, op, spec):
     check(NORM_CASES[op](spec, device="cuda"), gpu_library)
 

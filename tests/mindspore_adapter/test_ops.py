@@ -80,7 +80,7 @@ ERRORS = [
         _add,
         lambda: (f32(2, 3), f32(3, 2)),
         ValueError,
-        "opforge.mindspore.add: shapes do not broadcast: a is [2, 3] but b is [3, 2]",
+        "opforge.mindspore.add: shapes do not broadcast: input is [2, 3] but other is [3, 2]",
     ),
     (
         "add float64",
@@ -94,35 +94,35 @@ ERRORS = [
         _softmax_dim2,
         lambda: (f32(2, 3),),
         ValueError,
-        "opforge.mindspore.softmax: dim 2 is out of range for x of shape [2, 3] (valid: -2 to 1)",
+        "opforge.mindspore.softmax: axis 2 is out of range for input of shape [2, 3] (valid: -2 to 1)",
     ),
     (
         "softmax int32",
         _softmax_dim2,
         lambda: (Tensor(np.ones((2, 3, 1), np.int32)),),
         TypeError,
-        "opforge.mindspore.softmax: x has dtype int32 (supported: float32, float16, bfloat16)",
+        "opforge.mindspore.softmax: input has dtype int32 (supported: float32, float16, bfloat16)",
     ),
     (
         "argmax dim",
         _argmax_dim_minus2,
         lambda: (f32(5),),
         ValueError,
-        "opforge.mindspore.argmax: dim -2 is out of range for x of shape [5] (valid: -1 to 0)",
+        "opforge.mindspore.argmax: dim -2 is out of range for input of shape [5] (valid: -1 to 0)",
     ),
     (
         "argmax empty dim",
         _argmax_dim1,
         lambda: (f32(3, 0),),
         ValueError,
-        "opforge.mindspore.argmax: cannot reduce x of shape [3, 0] over dim 1, which has size 0",
+        "opforge.mindspore.argmax: cannot reduce input of shape [3, 0] over dim 1, which has size 0",
     ),
     (
         "batch_norm weight",
         _bn_train,
         lambda: (f32(4, 3), f32(4)),
         ValueError,
-        "opforge.mindspore.batch_norm: weight must have shape [3] (one per channel of x), got [4]",
+        "opforge.mindspore.batch_norm: weight must have shape [3] (one per channel of input_x), got [4]",
     ),
     (
         "batch_norm weight float16",
@@ -136,7 +136,8 @@ ERRORS = [
         _bn_train_stats,
         lambda: (f32(4, 3), f32(2), f32(2)),
         ValueError,
-        "opforge.mindspore.batch_norm: running_mean must have shape [3] (one per channel of x), got [2]",
+        "opforge.mindspore.batch_norm: running_mean must have shape [3] (one per channel of input_x), "
+        "got [2]",
     ),
     (
         "batch_norm one statistic",
@@ -157,14 +158,15 @@ ERRORS = [
         _bn_train_plain,
         lambda: (f32(4),),
         ValueError,
-        "opforge.mindspore.batch_norm: x must have 2 to 4 dimensions, got shape [4]",
+        "opforge.mindspore.batch_norm: input_x must have 2 to 4 dimensions, got shape [4]",
     ),
     (
         "batch_norm one value per channel",
         _bn_train_plain,
         lambda: (f32(1, 3),),
         ValueError,
-        "opforge.mindspore.batch_norm: needs at least 2 values per channel, got x of shape [1, 3]",
+        "opforge.mindspore.batch_norm: needs at least 2 values per channel, got input_x of shape "
+        "[1, 3]",
     ),
     (
         # An empty tensor's dims may pass 2**31; the shape that carries the scalars may not.
@@ -372,7 +374,7 @@ def test_dynamic_shapes_are_refused_naming_opforge(tmp_path, monkeypatch):
         net = _SoftmaxCell()
         net.set_inputs(Tensor(shape=[None, 4], dtype=mstype.float32))
         with pytest.raises(
-            ValueError, match=r"opforge.mindspore.softmax: x has a dynamic shape \[None, 4\]"
+            ValueError, match=r"opforge.mindspore.softmax: input has a dynamic shape \[None, 4\]"
         ):
             net(f32(3, 4))
     finally:
@@ -414,7 +416,7 @@ def _add_number(x, value):
         # A dim known only at run time reached the attrs as None: argmax took it as "no dim" and
         # flattened ([[1, 5], [7, 2]] gave 2, not [1, 0]).
         (_argmax_along, 1, "argmax: dim"),
-        (_softmax_along, 1, "softmax: dim"),
+        (_softmax_along, 1, "softmax: axis"),
         (_add_scaled, 2.0, "add: alpha"),
         # A number operand known only at run time has no value to promote by.
         (_mul_by, 2.0, "mul: other"),
@@ -450,7 +452,7 @@ def test_graph_scalars_known_only_at_run_time_are_refused(op, value, name, tmp_p
     [
         (lambda x: ofm.gelu(x, ["tanh"]), "gelu: approximate must be one of 'none', 'tanh'"),
         (lambda x: ofm.gelu(x, {}), "gelu: approximate must be one of 'none', 'tanh'"),
-        (lambda x: ofm.softmax(x, [1]), "softmax: dim must be an int, got [1]"),
+        (lambda x: ofm.softmax(x, [1]), "softmax: axis must be an int, got [1]"),
         (lambda x: ofm.argmax(x, [1]), "argmax: dim must be an int, got [1]"),
         (lambda x: ofm.add(x, x, [1.0]), "add: alpha must be a number, got [1.0]"),
         (lambda x: ofm.layer_norm(x, 3.0), "layer_norm: normalized_shape must be a sequence"),
@@ -542,7 +544,7 @@ def test_numbers_past_64_bits_are_refused_naming_the_argument():
     ):
         ofm.add(f32(3), f32(3), alpha=10**400)
     with pytest.raises(
-        OverflowError, match=r"^opforge\.mindspore\.softmax: dim is out of range for a 64-bit int"
+        OverflowError, match=r"^opforge\.mindspore\.softmax: axis is out of range for a 64-bit int"
     ):
         ofm.softmax(f32(3), 2**64)
 
@@ -653,7 +655,7 @@ REFUSALS = [
         _softmax_dim5,
         lambda: (f32(2, 4),),
         ValueError,
-        "softmax: dim 5 is out of range for x of shape [2, 4]",
+        "softmax: axis 5 is out of range for input of shape [2, 4]",
     ),
     (
         "batch_norm-momentum",

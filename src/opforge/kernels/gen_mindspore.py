@@ -433,6 +433,25 @@ def _public(op: Op, fn: Function) -> list[str]:
     return [*lines, "", ""]
 
 
+def parameter_names(op: Op, fn: Function) -> dict[str, str]:
+    """The parameter of ``fn`` each argument of ``op`` is passed as, where its name differs: a
+    plain parameter (``{dim: axis}``), or for a tensor the parameter its expression is built
+    from (the one its tensor check names). Errors word arguments by these names."""
+    params = {p.name for p in fn.params}
+    names = {}
+    for arg in op.args:
+        expr = str(fn.args[arg.name])
+        if expr in params:
+            source = expr
+        elif arg.is_tensor:
+            source = _source_param(expr, params)
+        else:
+            continue
+        if source != arg.name:
+            names[arg.name] = source
+    return names
+
+
 def _source_param(expr: str, params: set[str]) -> str:
     """The function parameter an argument expression is built from (its first name)."""
     for node in ast.walk(ast.parse(expr, mode="eval")):
@@ -489,6 +508,7 @@ def python_source(table: OpTable) -> str:
     ]
     public: list[str] = []
     bodies: list[str] = []
+    names: dict[str, dict[str, str]] = {}
     for op in table.ops.values():
         lines += _inference(op)
         if op.backward is not None:
@@ -509,6 +529,14 @@ def python_source(table: OpTable) -> str:
         for fn in op.functions.get("mindspore", ()):
             bodies += _public(op, fn)
             public.append(fn.name)
+            mapping = parameter_names(op, fn)
+            if mapping:
+                names[fn.name] = mapping
     lines += bodies
+    lines += [
+        "# The parameter each kernel argument is passed as, per function, where the names differ.",
+        f"_rt.name_arguments({names!r})",
+        "",
+    ]
     lines.append(f"__all__ = {sorted(public)!r}")
     return "\n".join(lines).rstrip() + "\n"

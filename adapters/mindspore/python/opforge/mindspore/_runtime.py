@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,6 +44,10 @@ FLOAT32 = mstype.TensorType(mstype.float32)
 
 _SPECS: dict[str, tuple] = {}
 
+# Per opforge.mindspore function, the parameter each kernel argument is passed as where the two
+# names differ (``{"softmax": {"x": "input", "dim": "axis"}}``).
+_PARAMETERS: dict[str, dict[str, str]] = {}
+
 
 @functools.cache
 def kernels() -> KernelLibrary:
@@ -53,6 +58,38 @@ def kernels() -> KernelLibrary:
 def register(op: str, shape, dtype, bprop) -> None:
     """Record ``op``'s shape and dtype inference and bprop for its primitive."""
     _SPECS[op] = (shape, dtype, bprop)
+
+
+def name_arguments(names: dict[str, dict[str, str]]) -> None:
+    """Record, per function, the parameter each kernel argument is passed as: errors name the
+    parameter the caller wrote, not the kernel's argument."""
+    _PARAMETERS.update(names)
+
+
+def _parameter(fn: str, name: str) -> str:
+    """The parameter of ``fn`` the kernel argument ``name`` is passed as."""
+    return _PARAMETERS.get(fn, {}).get(name, name)
+
+
+@functools.cache
+def _argument_words(fn: str) -> re.Pattern | None:
+    names = _PARAMETERS.get(fn)
+    if not names:
+        return None
+    # add's and mul's argument `a` is also English's article ("x has a negative dimension"): as
+    # an argument it is followed by what is said of it.
+    words = [r"a(?= (?:is|has|must)\b)" if name == "a" else re.escape(name) for name in names]
+    return re.compile(r"\b(" + "|".join(words) + r")\b")
+
+
+def _in_parameters(fn: str, message: str) -> str:
+    """A kernel check's message with the arguments it names as ``fn``'s parameters. The kernel
+    library words each argument as a whole word, in one pass here so that a name is never
+    replaced twice (x -> input, input -> ...)."""
+    words = _argument_words(fn)
+    if words is None:
+        return message
+    return words.sub(lambda found: _PARAMETERS[fn][found.group(1)], message)
 
 
 @functools.cache
@@ -151,8 +188,9 @@ def constant_scalars(fn: str, names: tuple, known: tuple, also: str = "") -> boo
         if not constant:
             raise _fail(
                 fn,
-                f"{name} must be a constant when the graph is compiled, got a value known only "
-                f"at run time (mindspore.mutable or computed from tensors): pass a Python value{also}",
+                f"{_parameter(fn, name)} must be a constant when the graph is compiled, got a "
+                "value known only at run time (mindspore.mutable or computed from tensors): pass "
+                f"a Python value{also}",
                 TypeError,
             )
     return True
@@ -253,7 +291,9 @@ def _check_scalar(fn: str, name: str, kind: str, value: object) -> None:
         raise _fail(fn, f"{name} must be one of {allowed}, got {value!r}", ValueError)
 
 
-def _meta(fn: str, name: str, shape, dtype, allowed: str) -> Meta:
+def _static_shape(fn: str, name: str, shape) -> None:
+    """Refuse a shape GRAPH mode only knows at run time (an unknown rank: None; unknown dims:
+    None or negative)."""
     if shape is None:
         raise _fail(fn, f"{name} has an unknown rank; opforge needs static shapes", ValueError)
     if any(d is None or d < 0 for d in shape):
@@ -262,6 +302,10 @@ def _meta(fn: str, name: str, shape, dtype, allowed: str) -> Meta:
             f"{name} has a dynamic shape {list(shape)}: opforge's MindSpore ops need static "
             "shapes (give the Cell's inputs fixed shapes)",
         )
+
+
+def _meta(fn: str, name: str, shape, dtype, allowed: str) -> Meta:
+    _static_shape(fn, name, shape)
     dtype_name = _DTYPE_NAMES.get(dtype)
     if dtype_name is None:
         raise _fail(fn, f"{name} has dtype {dtype} (supported: {allowed})", TypeError)
@@ -280,18 +324,18 @@ def prepare(op: str, fn: str, metas: tuple, scalars: tuple) -> Tensor:
     for (name, optional, _mutable, allowed), meta in zip(layout["tensors"], metas, strict=True):
         if meta is None:
             if not optional:
-                raise _fail(fn, f"{name} is required", TypeError)
+                raise _fail(fn, f"{_parameter(fn, name)} is required", TypeError)
             arguments[name] = None
             continue
-        arguments[name] = _meta(fn, name, meta[0], meta[1], allowed)
+        arguments[name] = _meta(fn, _parameter(fn, name), meta[0], meta[1], allowed)
         ranks[name] = len(meta[0])
     for (name, kind, _dim_of), value in zip(layout["scalars"], scalars, strict=True):
-        _check_scalar(fn, name, kind, value)
+        _check_scalar(fn, _parameter(fn, name), kind, value)
         arguments[name] = tuple(value) if kind == "int[]" else value
     try:
         kernels().infer(op, **arguments)
     except KernelError as exc:
-        message = exc.message.removeprefix(f"opforge_{op}: ")
+        message = _in_parameters(fn, exc.message.removeprefix(f"opforge_{op}: "))
         raise _fail(
             fn, message, TypeError if exc.status_name == "INVALID_DTYPE" else ValueError
         ) from None
@@ -310,8 +354,9 @@ def prepare(op: str, fn: str, metas: tuple, scalars: tuple) -> Tensor:
             # dim of 2**31 or more.
             raise _fail(
                 fn,
-                f"{name} {list(value) if kind.startswith('int[]') else value} is past what "
-                "opforge's MindSpore ops can carry: each value must be below 2**31 in magnitude",
+                f"{_parameter(fn, name)} {list(value) if kind.startswith('int[]') else value} "
+                "is past what opforge's MindSpore ops can carry: each value must be below 2**31 "
+                "in magnitude",
                 ValueError,
             )
         items.append((kind, value))
@@ -533,9 +578,22 @@ def int_tuple(value) -> tuple:
     return value
 
 
+# The dtypes opforge's kernels take (the op table's `floating` set).
+_FLOATING = {mstype.float32: "float32", mstype.float16: "float16", mstype.bfloat16: "bfloat16"}
+
+
 @ops.constexpr
-def _normalized_dims(fn: str, shape, begin_norm_axis: int, begin_params_axis: int) -> tuple:
+def _layer_norm_axes(fn: str, shape, begin_norm_axis, begin_params_axis) -> tuple:
+    """``ops.LayerNorm``'s two axes as dims of an input of ``shape``, checked."""
+    _static_shape(fn, "input_x", shape)
     rank = len(shape)
+    if rank == 0:
+        # ops.LayerNorm refuses it too ("the x_rank must be not equal to 0").
+        raise _fail(
+            fn,
+            "input_x must have at least one dim, as in ops.LayerNorm, got a 0-d tensor: "
+            "reshape it to (1,)",
+        )
     axes = []
     for name, axis in (
         ("begin_norm_axis", begin_norm_axis),
@@ -549,18 +607,91 @@ def _normalized_dims(fn: str, shape, begin_norm_axis: int, begin_params_axis: in
                 fn, f"{name} must be an int in [-1, {rank}), as in ops.LayerNorm, got {axis}"
             )
         axes.append(int(axis) % rank)
-    if axes[0] != axes[1]:
+    return tuple(axes)
+
+
+@ops.constexpr
+def _params_apart(fn: str, shape, begin_norm_axis, begin_params_axis) -> bool:
+    """Whether gamma and beta span other dims than the normalised ones: then they are applied
+    after the kernel, by MindSpore's broadcasting ops, rather than by the kernel."""
+    norm_axis, params_axis = _layer_norm_axes(fn, shape, begin_norm_axis, begin_params_axis)
+    return norm_axis != params_axis
+
+
+@ops.constexpr
+def _normalized_dims(fn: str, shape, dtype, params, begin_norm_axis, begin_params_axis) -> tuple:
+    norm_axis, params_axis = _layer_norm_axes(fn, shape, begin_norm_axis, begin_params_axis)
+    # Checked here, not left to the kernel: where gamma and beta span other dims it never sees
+    # them, nor input_x's own dtype (it gets a float32 copy).
+    if dtype not in _FLOATING:
         raise _fail(
             fn,
-            f"begin_params_axis ({begin_params_axis}) must name the same dim as begin_norm_axis "
-            f"({begin_norm_axis}): gamma and beta span the normalised dims",
+            f"input_x has dtype {_dtype_name(dtype)} (supported: {', '.join(_FLOATING.values())})",
+            TypeError,
         )
-    return tuple(shape[axes[0] :])
+    expected = list(shape[params_axis:])
+    for name, meta in params:
+        if meta is None:
+            continue
+        _static_shape(fn, name, meta[0])
+        if list(meta[0]) != expected:
+            raise _fail(
+                fn,
+                f"{name} must have shape {expected} (input_x's dims from begin_params_axis "
+                f"{begin_params_axis}, as in ops.LayerNorm), got {list(meta[0])}",
+            )
+        if meta[1] not in (mstype.float32, dtype):
+            also = "" if dtype == mstype.float32 else f" or {_dtype_name(dtype)} (input_x's dtype)"
+            raise _fail(fn, f"{name} must be float32{also}, got {_dtype_name(meta[1])}", TypeError)
+    return tuple(shape[norm_axis:])
 
 
-def normalized_dims(fn: str, x: Tensor, begin_norm_axis: int, begin_params_axis: int) -> tuple:
-    """``x``'s dims from ``begin_norm_axis`` on (``ops.LayerNorm``'s axes), checked."""
-    return _normalized_dims(fn, x.shape, begin_norm_axis, begin_params_axis)
+def _shape_and_dtype(t):
+    return None if t is None else (t.shape, t.dtype)
+
+
+def normalized_dims(
+    fn: str, x: Tensor, gamma, beta, begin_norm_axis: int, begin_params_axis: int
+) -> tuple:
+    """``x``'s dims from ``begin_norm_axis`` on (``ops.LayerNorm``'s normalised dims), with the
+    axes, ``x``'s dtype and ``gamma`` and ``beta`` (absent: None; else of ``x``'s dims from
+    ``begin_params_axis`` on, float32 or ``x``'s dtype) checked."""
+    params = (("gamma", _shape_and_dtype(gamma)), ("beta", _shape_and_dtype(beta)))
+    return _normalized_dims(fn, x.shape, x.dtype, params, begin_norm_axis, begin_params_axis)
+
+
+def norm_input(fn: str, x: Tensor, begin_norm_axis: int, begin_params_axis: int) -> Tensor:
+    """``x`` as the kernel normalises it: as it is where gamma and beta go to the kernel, else
+    a float32 copy, so that ``apply_params`` scales and shifts the kernel's unrounded result
+    and ``y`` rounds to ``x``'s dtype once."""
+    if _params_apart(fn, x.shape, begin_norm_axis, begin_params_axis):
+        return x.astype(mstype.float32)
+    return x
+
+
+def fused_param(fn: str, param, x: Tensor, begin_norm_axis: int, begin_params_axis: int):
+    """``param`` (gamma or beta) for the kernel where it spans the normalised dims, else None:
+    ``apply_params`` applies it."""
+    if _params_apart(fn, x.shape, begin_norm_axis, begin_params_axis):
+        return None
+    return param
+
+
+def apply_params(
+    fn: str, y: Tensor, x: Tensor, gamma, beta, begin_norm_axis: int, begin_params_axis: int
+) -> Tensor:
+    """The kernel's ``y`` scaled by ``gamma`` and shifted by ``beta``, broadcast over ``x``'s
+    trailing dims, where they span other dims than the normalised ones (``ops.LayerNorm`` with
+    a ``begin_params_axis`` of its own), in float32 and then in ``x``'s dtype; elsewhere the
+    kernel applied them and ``y`` is returned as it is. MindSpore's autodiff composes these
+    ops' gradients with the kernel's bprop."""
+    if not _params_apart(fn, x.shape, begin_norm_axis, begin_params_axis):
+        return y
+    if gamma is not None:
+        y = y * gamma.astype(mstype.float32)
+    if beta is not None:
+        y = y + beta.astype(mstype.float32)
+    return y if x.dtype == mstype.float32 else y.astype(x.dtype)
 
 
 def variance(x: Tensor, mean: Tensor) -> Tensor:
