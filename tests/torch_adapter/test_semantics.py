@@ -222,6 +222,37 @@ def test_batch_norm_matches_functional_batch_norm(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    ("shape", "channels_last"),
+    [((4, 3, 5, 6, 7), False), ((4, 3, 5, 6, 7), True), ((2, 3, 2, 3, 2, 2), False)],
+    ids=["5d", "5d-channels_last_3d", "6d"],
+)
+def test_batch_norm_over_more_than_four_dims_as_torch(device, shape, channels_last):
+    # BatchNorm3d's N x C x D x H x W: the dims after C go to the kernels as one.
+    x = torch.randn(*shape, device=device)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last_3d)
+    x.requires_grad_()
+    w = torch.rand(3, device=device, requires_grad=True)
+    b = torch.randn(3, device=device, requires_grad=True)
+    for training in (True, False):
+        rm, rv = torch.randn(3, device=device), torch.rand(3, device=device) + 0.5
+        rm2, rv2 = rm.clone(), rv.clone()
+        ours = ot.batch_norm(x, rm, rv, w, b, training, 0.3, 1e-3)
+        native = torch.nn.functional.batch_norm(x, rm2, rv2, w, b, training, 0.3, 1e-3)
+        same(ours, native, rtol=1e-5, atol=1e-5)
+        same(rm, rm2, rtol=1e-5, atol=1e-6)
+        same(rv, rv2, rtol=1e-5, atol=1e-6)
+        g = torch.randn_like(native)
+        for mine, theirs in zip(
+            torch.autograd.grad(ours, (x, w, b), g),
+            torch.autograd.grad(native, (x, w, b), g),
+            strict=True,
+        ):
+            same(mine, theirs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_batch_norm_refuses_eps_zero_in_training_as_torch(device):
     x = torch.ones(4, 3, device=device)  # a constant channel: 1 / sqrt(0 + eps)
     with pytest.raises(

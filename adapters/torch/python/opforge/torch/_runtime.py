@@ -919,6 +919,22 @@ def unit_if_folded(other, like: torch.Tensor):
     return torch.ones((), dtype=like.dtype, device=like.device)
 
 
+def channels_by_rest(x):
+    """batch_norm's input as the kernels take it: N x C x L for a tensor of more than 4 dims
+    (BatchNorm3d's N x C x D x H x W, L = D * H * W; a view where the layout allows), else as
+    it is. Statistics are per channel either way."""
+    if isinstance(x, torch.Tensor) and x.dim() > 4:
+        return x.flatten(2)
+    return x
+
+
+def shaped_as(y: torch.Tensor, x) -> torch.Tensor:
+    """batch_norm's result in its input's shape (``channels_by_rest`` undone)."""
+    if isinstance(x, torch.Tensor) and x.dim() > 4:
+        return y.reshape(x.shape)
+    return y
+
+
 def training_eps(eps, training):
     """batch_norm's eps, refused as torch refuses it: not above 0 while training (the batch
     variance of a constant channel is 0, and 1/sqrt(0) is inf)."""
