@@ -555,7 +555,8 @@ ERRORS = [
     ),
     (
         lambda d: ot.batch_norm(torch.ones(4, device=d), None, None, training=True),
-        "opforge::batch_norm: x must have 2 to 4 dimensions, got shape [4]",
+        "opforge.torch.batch_norm: input must have a batch and a channel dim (N x C x ...), "
+        "got shape [4]",
         RuntimeError,
     ),
     (

@@ -228,28 +228,45 @@ def test_batch_norm_matches_functional_batch_norm(device):
     ids=["5d", "5d-channels_last_3d", "6d"],
 )
 def test_batch_norm_over_more_than_four_dims_as_torch(device, shape, channels_last):
-    # BatchNorm3d's N x C x D x H x W: the dims after C go to the kernels as one.
+    # BatchNorm3d's N x C x D x H x W: the dims after C go to the kernels as one. torch's CPU
+    # kernel is the reference on every device: its CUDA one (cuDNN) refuses more than 5 dims.
     x = torch.randn(*shape, device=device)
     if channels_last:
         x = x.to(memory_format=torch.channels_last_3d)
     x.requires_grad_()
     w = torch.rand(3, device=device, requires_grad=True)
     b = torch.randn(3, device=device, requires_grad=True)
+    cpu = [t.detach().cpu().requires_grad_() for t in (x, w, b)]
     for training in (True, False):
         rm, rv = torch.randn(3, device=device), torch.rand(3, device=device) + 0.5
-        rm2, rv2 = rm.clone(), rv.clone()
+        rm2, rv2 = rm.cpu(), rv.cpu()
         ours = ot.batch_norm(x, rm, rv, w, b, training, 0.3, 1e-3)
-        native = torch.nn.functional.batch_norm(x, rm2, rv2, w, b, training, 0.3, 1e-3)
-        same(ours, native, rtol=1e-5, atol=1e-5)
-        same(rm, rm2, rtol=1e-5, atol=1e-6)
-        same(rv, rv2, rtol=1e-5, atol=1e-6)
+        native = torch.nn.functional.batch_norm(
+            cpu[0], rm2, rv2, cpu[1], cpu[2], training, 0.3, 1e-3
+        )
+        same(ours.cpu(), native, rtol=1e-5, atol=1e-5)
+        same(rm.cpu(), rm2, rtol=1e-5, atol=1e-6)
+        same(rv.cpu(), rv2, rtol=1e-5, atol=1e-6)
         g = torch.randn_like(native)
         for mine, theirs in zip(
-            torch.autograd.grad(ours, (x, w, b), g),
-            torch.autograd.grad(native, (x, w, b), g),
+            torch.autograd.grad(ours, (x, w, b), g.to(device)),
+            torch.autograd.grad(native, cpu, g),
             strict=True,
         ):
-            same(mine, theirs, rtol=1e-4, atol=1e-5)
+            same(mine.cpu(), theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_names_the_input_it_was_given():
+    # Not the N x C x L view the kernels get, nor their 2-to-4-dims rule.
+    with pytest.raises(
+        ValueError, match=r"1 value per channel, got input of shape \[1, 3, 1, 1, 1\]$"
+    ):
+        ot.batch_norm(torch.randn(1, 3, 1, 1, 1), None, None, training=True)
+    for x in (torch.randn(3), torch.tensor(1.0)):
+        with pytest.raises(
+            RuntimeError, match=r"^opforge.torch.batch_norm: input must have a batch"
+        ):
+            ot.batch_norm(x, None, None, training=True)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -849,13 +849,18 @@ def float_alpha(alpha, operand: torch.Tensor, other=None):
     (1e-8 is 0 in float16, and 0 * inf is NaN). Times ``other`` where ``promote`` left that a
     number to fold into alpha.
 
-    Traced by torch.compile, a number alpha goes to the kernel as it is, as compiled torch
-    takes it (unrounded and unchecked): with dynamic shapes it is symbolic, with no value to
-    check or round while the graph is traced. Where the result is bool, or alpha is not a
-    number, the op's own checks refuse the call, naming what is wrong."""
+    Traced by torch.compile, an int or float alpha goes to the kernel as it is, unrounded and
+    unchecked, as compiled torch (inductor) takes it: with dynamic shapes it is symbolic, with
+    no value to check or round while the graph is traced (Dynamo cannot run these checks on
+    it). Where alpha is not a number, or a bool beside bool operands, the op's own checks
+    refuse the call, naming what is wrong."""
     if type(alpha) in (int, float) and torch.compiler.is_compiling():
         return alpha * other if isinstance(other, float) else alpha
-    if isinstance(operand, torch.Tensor) and operand.dtype == torch.bool:
+    if (
+        isinstance(alpha, bool)
+        and isinstance(operand, torch.Tensor)
+        and operand.dtype == torch.bool
+    ):
         return alpha
     # Every dtype holds an alpha up to float16's largest: the usual case, checked at once.
     plain = type(alpha) in (int, float)
@@ -919,20 +924,34 @@ def unit_if_folded(other, like: torch.Tensor):
     return torch.ones((), dtype=like.dtype, device=like.device)
 
 
-def channels_by_rest(x):
+def _flattened(x) -> bool:
+    return isinstance(x, torch.Tensor) and x.dim() > 4
+
+
+def channels_by_rest(x, training):
     """batch_norm's input as the kernels take it: N x C x L for a tensor of more than 4 dims
     (BatchNorm3d's N x C x D x H x W, L = D * H * W; a view where the layout allows), else as
-    it is. Statistics are per channel either way."""
-    if isinstance(x, torch.Tensor) and x.dim() > 4:
-        return x.flatten(2)
-    return x
+    it is. Statistics are per channel either way. A 0-d or 1-d input, which has no channel
+    dim, is refused here, naming it (the kernels take 2 to 4 dims)."""
+    if isinstance(x, torch.Tensor) and x.dim() < 2:
+        raise RuntimeError(
+            f"opforge.torch.batch_norm: input must have a batch and a channel dim (N x C x ...), "
+            f"got shape {list(x.shape)}"
+        )
+    if not _flattened(x):
+        return x
+    if training is True and x.numel() <= x.shape[1]:
+        # The kernels' check would name the flattened shape.
+        raise ValueError(
+            "opforge.torch.batch_norm: training needs more than 1 value per channel, got input "
+            f"of shape {list(x.shape)}"
+        )
+    return x.flatten(2)
 
 
 def shaped_as(y: torch.Tensor, x) -> torch.Tensor:
     """batch_norm's result in its input's shape (``channels_by_rest`` undone)."""
-    if isinstance(x, torch.Tensor) and x.dim() > 4:
-        return y.reshape(x.shape)
-    return y
+    return y.reshape(x.shape) if _flattened(x) else y
 
 
 def training_eps(eps, training):
