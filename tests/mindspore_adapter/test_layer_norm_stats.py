@@ -259,3 +259,22 @@ def test_graph_inputs_of_unknown_shape_are_refused_as_by_every_op(
     finally:
         ms.set_context(mode=ms.PYNATIVE_MODE)
     assert str(raised.value).splitlines()[0] == f"opforge.mindspore.layer_norm_stats: {message}"
+
+
+class _MutableAxisCell(ms.nn.Cell):
+    def construct(self, x, gamma, beta):
+        return ofm.layer_norm_stats(x, gamma, beta, ms.mutable(1), 1, 1e-5)[0]
+
+
+def test_a_graph_axis_known_only_at_run_time_is_refused_naming_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        with pytest.raises(TypeError) as raised:
+            _MutableAxisCell()(normal(3, 4), normal(4), normal(4, seed=1))
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+    assert str(raised.value).splitlines()[0] == (
+        "opforge.mindspore.layer_norm_stats: begin_norm_axis must be an int known when the graph "
+        "is compiled (a Python int, not mindspore.mutable), got None"
+    )

@@ -599,6 +599,14 @@ def _layer_norm_axes(fn: str, shape, begin_norm_axis, begin_params_axis) -> tupl
         ("begin_norm_axis", begin_norm_axis),
         ("begin_params_axis", begin_params_axis),
     ):
+        if axis is None:
+            # In GRAPH mode a mindspore.mutable axis reaches this check as None too.
+            raise _fail(
+                fn,
+                f"{name} must be an int known when the graph is compiled (a Python int, not "
+                "mindspore.mutable), got None",
+                TypeError,
+            )
         if not _is_int(axis):
             raise _fail(fn, f"{name} must be an int, got {type(axis).__name__} {axis!r}", TypeError)
         # ops.LayerNorm takes -1 and no other negative axis.
