@@ -10,6 +10,7 @@ are printed for the record.
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -37,6 +38,13 @@ TOLERANCE = {
     torch.bfloat16: (1.6e-2, 1.6e-2),
 }
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+# The refusals the README documents, as they read; any other refusal of an OpInfo sample is a
+# case inside the contract that opforge fails to compute.
+DOCUMENTED_REFUSALS = (
+    r"has dtype float64 \(supported: ",  # a float64 result (softmax's dtype=torch.float64)
+    r"^opforge::batch_norm: weight must be float32, got (float16|bfloat16)$",  # 2-byte params
+    r"^opforge.torch.batch_norm: input must have a batch and a channel dim",  # 0-d, 1-d input
+)
 
 
 def opinfos():
@@ -78,8 +86,8 @@ def test_reference_inputs_give_torchs_answer_or_an_opforge_error(opinfo, device,
             try:
                 ours = helper(*args, **sample.kwargs)
             except (RuntimeError, TypeError, ValueError) as exc:
-                assert "opforge" in str(exc), (
-                    f"{sample}: an error that does not name opforge: {exc}"
+                assert any(re.search(p, str(exc)) for p in DOCUMENTED_REFUSALS), (
+                    f"{sample}: a refusal the README does not document: {exc}"
                 )
                 refused += 1
                 continue
