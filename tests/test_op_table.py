@@ -226,6 +226,16 @@ def _set(path: str, value):
 
 _DELETE = object()
 
+
+def _renamed_running_mean(function: dict) -> dict:
+    """batch_norm's torch function with its running_mean parameter called `mean`."""
+    return {
+        **function,
+        "def": function["def"].replace("running_mean,", "mean,"),
+        "args": {**function["args"], "running_mean": "_rt.float_channels(mean, input)"},
+    }
+
+
 BAD = [
     ("version", _set("version", 1), "version: expected 2, got 1"),
     ("unknown key", _set("ops.add.shape", "x"), "ops.add.shape: unknown key"),
@@ -383,6 +393,21 @@ BAD = [
         "range of no parameter",
         _set("ops.batch_norm.mindspore.0.ranges", {"epsilon": "(0, 1]"}),
         "ops.batch_norm.mindspore.0.ranges.epsilon: expected a parameter of a mindspore function",
+    ),
+    (
+        # MindSpore's function passes an updated statistic on as it is: nothing copies back.
+        "updated argument through an expression, mindspore",
+        _set("ops.batch_norm.mindspore.0.args.running_mean", "_rt.copy(running_mean)"),
+        "ops.batch_norm.mindspore.0.args.running_mean: an argument the op updates in place is "
+        "the function's parameter of its name, or (torch only) an expression of it",
+    ),
+    (
+        # torch's helper copies back into the parameter of the argument's name: it must exist.
+        "updated argument with no parameter of its name, torch",
+        _set(
+            "ops.batch_norm.torch", [_renamed_running_mean(GOOD["ops"]["batch_norm"]["torch"][0])]
+        ),
+        "ops.batch_norm.torch.0.args.running_mean: an argument the op updates in place",
     ),
     (
         # The adapters cast one promoted result back; a tuple's would stay float32.

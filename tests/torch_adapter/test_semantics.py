@@ -256,6 +256,53 @@ def test_batch_norm_over_more_than_four_dims_as_torch(device, shape, channels_la
             same(mine.cpu(), theirs, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(6, 3), (4, 3, 5), (2, 3, 4, 5), (2, 3, 2, 2, 3)])
+def test_batch_norm_takes_parameters_in_the_input_dtype_as_torch(device, dtype, shape):
+    # OpInfo's float16/bfloat16 samples give weight, bias and running statistics in the input's
+    # dtype, as torch's CPU call takes them: computed in float32, the running statistics rounded
+    # back in place, the gradients in the parameters' dtype. torch's CPU call is the reference.
+    gen = torch.Generator().manual_seed(sum(shape))
+    x = torch.randn(*shape, generator=gen).to(dtype)
+    w, b = torch.rand(3, generator=gen).to(dtype) + 0.5, torch.randn(3, generator=gen).to(dtype)
+    g = torch.randn(*shape, generator=gen).to(dtype)
+    tolerance = (
+        {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 2e-3, "atol": 2e-3}
+    )
+    for training in (True, False):
+        rm = torch.randn(3, generator=gen).to(dtype)
+        rv = (torch.rand(3, generator=gen) + 0.5).to(dtype)
+        ours_in = [t.to(device).requires_grad_() for t in (x, w, b)]
+        theirs_in = [t.clone().requires_grad_() for t in (x, w, b)]
+        rm_ours, rv_ours = rm.to(device), rv.to(device)
+        rm_theirs, rv_theirs = rm.clone(), rv.clone()
+        ours = ot.batch_norm(ours_in[0], rm_ours, rv_ours, *ours_in[1:], training, 0.3, 1e-3)
+        theirs = torch.nn.functional.batch_norm(
+            theirs_in[0], rm_theirs, rv_theirs, *theirs_in[1:], training, 0.3, 1e-3
+        )
+        same(ours.cpu(), theirs, **tolerance)
+        # One rounding of the same float32 update: at most one step of the dtype apart.
+        same(rm_ours.cpu(), rm_theirs, rtol=8e-3, atol=1e-3)
+        same(rv_ours.cpu(), rv_theirs, rtol=8e-3, atol=1e-3)
+        for mine, reference in zip(
+            torch.autograd.grad(ours, ours_in, g.to(device)),
+            torch.autograd.grad(theirs, theirs_in, g),
+            strict=True,
+        ):
+            same(mine.cpu(), reference, rtol=3e-2, atol=3e-2)
+
+
+def test_batch_norm_refuses_parameters_torch_refuses():
+    # A float32 input with 2-byte parameters: torch's CPU call refuses it, and so does opforge,
+    # naming the parameter; the input's 2-byte dtype and float32 mixed per tensor is taken.
+    x = torch.randn(4, 3)
+    with pytest.raises(RuntimeError, match=r"^opforge::batch_norm: weight must be float32"):
+        ot.batch_norm(x, None, None, torch.ones(3).half(), training=True)
+    with pytest.raises(RuntimeError, match=r"^opforge::batch_norm: running_mean must be float32"):
+        ot.batch_norm(x.half(), torch.zeros(3).bfloat16(), torch.ones(3), training=True)
+
+
 def test_batch_norm_names_the_input_it_was_given():
     # Not the N x C x L view the kernels get, nor their 2-to-4-dims rule.
     with pytest.raises(

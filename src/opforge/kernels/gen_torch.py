@@ -466,6 +466,7 @@ def _helper(op: Op, fn: Function) -> list[str]:
             call_args.append(f"{arg.name}_")
     outs = [o.name for o in op.outputs]
     lines.append(f"    {', '.join(outs)} = _{op.name}({', '.join(call_args)})")
+    lines += _write_backs(op, fn)
     if fn.promote:
         lines += [f"    {name} = cast_result({name}, cast_)" for name in outs]
     if isinstance(fn.returns, tuple):
@@ -473,6 +474,19 @@ def _helper(op: Op, fn: Function) -> list[str]:
     else:
         lines.append(f"    return {fn.returns}")
     return [*lines, "", ""]
+
+
+def _write_backs(op: Op, fn: Function) -> list[str]:
+    """An argument the op updates in place that the helper gives the kernel through an
+    expression (batch_norm's float32 copy of a 2-byte running statistic) is copied back into the
+    caller's tensor of its name after the call, when the op updated it (its update flag)."""
+    flag = op.update_flag
+    when = "True" if flag is None else str(fn.args[flag.name])
+    return [
+        f"    write_back({arg.name}, {arg.name}_, {when})"
+        for arg in op.updated
+        if str(fn.args[arg.name]) != arg.name
+    ]
 
 
 def _tuple(names: list[str]) -> str:
@@ -567,6 +581,7 @@ def python_source(table: OpTable) -> str:
         "    underivable_kernel,",
         "    sum_to,",
         "    vmap_by_loop,",
+        "    write_back,",
         "    zeros_if_none,",
         ")",
         "",

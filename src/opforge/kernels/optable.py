@@ -699,6 +699,17 @@ def _function(
     names = {p.name for p in params} | EXPRESSION_MODULES[framework]
     for arg_name, expr in args.items():
         _check_expression(where / "args" / arg_name, expr, names)
+        # torch's helper copies what the kernel updated back into the caller's tensor of the
+        # argument's name (a float32 copy of a 2-byte statistic); nothing else would.
+        if (
+            by_name[arg_name].mutable
+            and str(expr) != arg_name
+            and (framework != "torch" or arg_name not in {p.name for p in params})
+        ):
+            raise (where / "args" / arg_name).error(
+                "an argument the op updates in place is the function's parameter of its "
+                "name, or (torch only) an expression of it, copied back after the call"
+            )
     returns = raw.get("returns")
     if isinstance(returns, list):
         mutable = {a.name for a in by_name.values() if a.mutable}

@@ -954,6 +954,29 @@ def shaped_as(y: torch.Tensor, x) -> torch.Tensor:
     return y.reshape(x.shape) if _flattened(x) else y
 
 
+def float_channels(t, x):
+    """A batch_norm weight, bias or running statistic as the kernels take it: float32. One in
+    the input's 2-byte dtype (as torch's CPU call takes them, and OpInfo's samples give) becomes
+    a float32 copy: differentiable for weight and bias, copied back (``write_back``) for the
+    running statistics the call updates. Any other is left for the kernels' check to name."""
+    if (
+        isinstance(t, torch.Tensor)
+        and isinstance(x, torch.Tensor)
+        and x.dtype in (torch.float16, torch.bfloat16)
+        and t.dtype == x.dtype
+    ):
+        return t.float()
+    return t
+
+
+def write_back(original, used, when) -> None:
+    """Copies what the kernel updated in place (``used``, a copy ``float_channels`` made) back
+    into the caller's tensor, rounding to its dtype, when the call updated it (``when``)."""
+    if when and used is not original:
+        with torch.no_grad():
+            original.copy_(used)
+
+
 def training_eps(eps, training):
     """batch_norm's eps, refused as torch refuses it: not above 0 while training (the batch
     variance of a constant channel is 0, and 1/sqrt(0) is inf)."""
