@@ -216,14 +216,15 @@ class Bench:
         self.record(op, size, name, 3 * count * item, ours_bwd, native_bwd, errors)
 
     def binary(self, op: str, a_shape: tuple, b_shape: tuple, name: str) -> None:
-        """add (alpha 1) or mul of a and b broadcast together, torch writing into out= too."""
+        """add (alpha 1) or mul (scale 1) of a and b broadcast together, torch writing into out=
+        too."""
         dt = DTYPES[name]
         item = torch.finfo(dt).bits // 8
         a = torch.randn(a_shape, device="cuda", dtype=dt)
         b = torch.randn(b_shape, device="cuda", dtype=dt)
         out = torch.empty(torch.broadcast_shapes(a.shape, b.shape), device="cuda", dtype=dt)
         da, db, do = desc(a), desc(b), desc(out)
-        scalars = {"alpha": 1.0} if op == "add" else {}
+        scalars = {"alpha": 1.0} if op == "add" else {"scale": 1.0}
         native_fn = torch.add if op == "add" else torch.mul
 
         def ours():

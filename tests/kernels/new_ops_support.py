@@ -259,15 +259,17 @@ def binary_case(
     device: str = "cpu",
     seed: int = 0,
     alpha: float = 0.5,
+    scale: float = 1.0,
 ) -> Case:
-    """add (with ``alpha``) or mul of a and b broadcast together (NumPy's rule)."""
+    """add (with ``alpha``) or mul (with ``scale``) of a and b broadcast together (NumPy's
+    rule)."""
     rng = np.random.default_rng(seed)
     a = make_input(random_values(rng, a_shape, dtype), dtype, layouts[0], device)
     b = make_input(random_values(rng, b_shape, dtype), dtype, layouts[1], device)
     av, bv = a.values(), b.values()
-    expected = av + alpha * bv if op == "add" else av * bv
+    expected = av + alpha * bv if op == "add" else av * bv * float(np.float32(scale))
     out = make_output(expected.shape, dtype, layouts[2], device)
-    scalars = {"alpha": alpha} if op == "add" else {}
+    scalars = {"alpha": alpha} if op == "add" else {"scale": scale}
     return Case(op, {"a": a, "b": b}, scalars, {"out": out}, {"out": expected})
 
 

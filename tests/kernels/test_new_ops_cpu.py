@@ -31,6 +31,7 @@ from tests.kernels.new_ops_support import (  # noqa: E402
     gelu_case,
     make_input,
     make_output,
+    random_values,
     ref_rms_norm,
     ref_rms_norm_backward,
     unusual_eps_specs,
@@ -94,6 +95,21 @@ def test_mul_is_torch_bit_for_bit(cpu_library, dtype):
     assert np.array_equal(ours, torch.mul(a, b).double().numpy())
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("number", [0.1, -1 / 3, 1e-3, 70000.0, 1e-6])
+def test_mul_by_a_number_as_scale_is_torch_bit_for_bit(cpu_library, dtype, number):
+    """A number folded into scale (b a 0-d 1) is read in float32 and the product rounded once
+    to float32, then to the dtype: torch's x * number on CPU, where 70000 is finite products in
+    float16 (1e-3 * 70000) that rounding it to float16 first would make inf."""
+    values = random_values(np.random.default_rng(5), (4096,), dtype, 3.0)
+    a = make_input(values, dtype)
+    unit = make_input(np.ones(()), dtype)
+    out = make_output((4096,), dtype, "contiguous")
+    cpu_library.call("mul", a=a.desc(), b=unit.desc(), scale=number, out=out.desc())
+    expected = torch.mul(torch.from_numpy(values).to(TORCH_DTYPES[dtype]), number)
+    assert np.array_equal(out.values(), expected.double().numpy(), equal_nan=True)
+
+
 def _raises(status: int, message: str, fn, **kwargs) -> None:
     with pytest.raises(KernelError) as info:
         fn(**kwargs)
@@ -111,6 +127,7 @@ def test_binary_refuses_shapes_that_do_not_broadcast(cpu_library):
         lambda **kw: cpu_library.call("mul", **kw),
         a=a.desc(),
         b=b.desc(),
+        scale=1.0,
         out=out.desc(),
     )
 
@@ -141,7 +158,10 @@ def test_binary_refuses_mixed_dtypes_and_a_wrong_output(cpu_library):
 
 def test_broadcast_output_shapes_are_inferred(cpu_library):
     info = cpu_library.infer(
-        "mul", a=Tensor.meta((10, 1, 5), "bfloat16"), b=Tensor.meta((1, 10, 5), "bfloat16")
+        "mul",
+        a=Tensor.meta((10, 1, 5), "bfloat16"),
+        b=Tensor.meta((1, 10, 5), "bfloat16"),
+        scale=1.0,
     )
     assert (info["out"].shape, info["out"].dtype) == ((10, 10, 5), "bfloat16")
     info = cpu_library.infer(

@@ -115,6 +115,26 @@ def test_binary_any_layout(gpu_library, op, dtype, shapes):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("number", [0.1, -1 / 3, 1e-3, 70000.0, 1e-6])
+def test_mul_by_a_number_as_scale_is_torch_bit_for_bit(gpu_library, dtype, number):
+    """A number folded into scale (b a 0-d 1) is read in float32 and the product rounded once,
+    as torch's CUDA x * number: no float32 copies, and 70000 in float16 gives finite products
+    where rounding it first would give inf."""
+    values = random_values(np.random.default_rng(5), (4099,), dtype, 3.0)
+    a = make_input(values, dtype, device="cuda")
+    unit = make_input(np.ones(()), dtype, device="cuda")
+    out = make_output((4099,), dtype, "contiguous", "cuda")
+    gpu_library.call(
+        "mul", a=a.desc(), b=unit.desc(), scale=number, out=out.desc(), stream=stream()
+    )
+    torch.cuda.synchronize()
+    expected = torch.mul(
+        torch.from_numpy(values).to(device="cuda", dtype=TORCH_DTYPES[dtype]), number
+    )
+    assert np.array_equal(out.values(), expected.double().cpu().numpy(), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_mul_bias_is_torch_bit_for_bit(gpu_library, dtype):
     """The periodic path rounds the float32 product once, as torch.mul does."""
     case = binary_case("mul", (512, 1024), (1024,), dtype, device="cuda", seed=4)
@@ -158,7 +178,7 @@ def test_strided_offsets_beyond_32_bits(gpu_library):
         random_values(np.random.default_rng(8), (64,), "bfloat16"), "bfloat16", device="cuda"
     )
     out = make_output((2, 64), "bfloat16", "contiguous", "cuda")
-    gpu_library.call("mul", a=a.desc(), b=b.desc(), out=out.desc(), stream=stream())
+    gpu_library.call("mul", a=a.desc(), b=b.desc(), out=out.desc(), scale=1.0, stream=stream())
     torch.cuda.synchronize()
     assert_close("mul", out.values(), a.values() * b.values(), 2 * UNIT["bfloat16"], 1e-30)
     y = make_output((2, 64), "bfloat16", "contiguous", "cuda")

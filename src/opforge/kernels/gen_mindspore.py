@@ -384,9 +384,13 @@ def _public(op: Op, fn: Function) -> list[str]:
     for arg in op.args:
         expr = str(fn.args[arg.name])
         if arg.is_tensor:
-            # The parameter the caller passed, checked before any expression uses it.
+            # The parameter the caller passed, checked before any expression uses it. A promoted
+            # one promote has checked, and may have left a number to fold (folded_factor).
             source = _source_param(expr, params)
-            lines.append(f'    _tensor_argument("{fn.name}", "{source}", {source}, {arg.optional})')
+            if source not in fn.promote:
+                lines.append(
+                    f'    _tensor_argument("{fn.name}", "{source}", {source}, {arg.optional})'
+                )
         values.append(expr)
     if fn.same_dtype:
         names = ", ".join(f'"{name}"' for name in fn.same_dtype)

@@ -506,30 +506,20 @@ def _as(v, dtype):
     return ops.scalar_to_tensor(v, dtype)
 
 
-# float16's and bfloat16's largest finite and smallest normal numbers (bfloat16: float32's
-# exponents with 8 significant bits; NumPy has no bfloat16).
-_HALF_RANGE = {
-    mstype.float16: (float(np.finfo(np.float16).max), float(np.finfo(np.float16).tiny)),
-    mstype.bfloat16: ((2 - 2.0**-7) * 2.0**127, float(np.finfo(np.float32).tiny)),
-}
+# The dtypes whose ops.mul reads a float number, or a 0-d float32 or float64 tensor, in float32.
+_HALF = (mstype.float16, mstype.bfloat16)
 
 
 @ops.constexpr
 def _computed_in(a, b, dtype, zero_dim_as_number):
     """(the dtype a promoted op computes in, the dtype its result is cast to after: None when
-    the same). ``ops.mul`` (``zero_dim_as_number``) reads a float number, and a 0-d float32 or
-    float64 tensor, in float32 beside a float16 or bfloat16 tensor, and rounds the product once:
-    there the op computes in float32 where rounding the number to the dtype first would make it
-    inf, 0 or subnormal (x * 1e5 in float16 is finite), and always for such a 0-d tensor, whose
-    value GRAPH mode does not know. A number the dtype holds as a normal one is rounded to it,
-    which changes the product by at most one rounding. ``a`` and ``b`` as ``_result_dtype``'s."""
-    if not zero_dim_as_number or dtype not in _HALF_RANGE:
+    the same). ``ops.mul`` (``zero_dim_as_number``) reads a 0-d float32 or float64 tensor in
+    float32 beside a float16 or bfloat16 tensor and rounds the product once: there the op
+    computes in float32, as GRAPH mode does not know the tensor's value to fold it into mul's
+    scale (``_folds`` does that for a float number). ``a`` and ``b`` as ``_result_dtype``'s."""
+    if not zero_dim_as_number or dtype not in _HALF:
         return dtype, None
-    largest, smallest = _HALF_RANGE[dtype]
     for v in (a, b):
-        finite = isinstance(v, float) and math.isfinite(v) and v != 0.0
-        if finite and not smallest <= abs(v) <= largest:
-            return mstype.float32, dtype
         if isinstance(v, tuple) and v[1] and _FLOAT_RANK.get(v[0], 0) > 1:
             return mstype.float32, dtype
     return dtype, None
@@ -558,8 +548,38 @@ def promote(fn: str, a, b, zero_dim_as_number: bool = False) -> tuple:
     )
     va, vb = _dtype_or_value(fn, a), _dtype_or_value(fn, b)
     dtype = _result_dtype(fn, va, vb, zero_dim_as_number)
+    if _folds(va, vb, dtype, zero_dim_as_number):
+        # Tensor first: the number becomes mul's scale (folded_factor), the product commutes.
+        tensor, number = (a, b) if isinstance(a, Tensor) else (b, a)
+        return _as(tensor, dtype), float(number), None
     compute, cast = _computed_in(va, vb, dtype, zero_dim_as_number)
     return _as(a, compute), _as(b, compute), cast
+
+
+@ops.constexpr
+def _folds(a, b, dtype, zero_dim_as_number) -> bool:
+    """Whether ``ops.mul`` (``zero_dim_as_number``) of a float16 or bfloat16 tensor and a float
+    number: MindSpore reads the number in float32 and rounds the product once (x * 0.1 in
+    float16), which mul's scale does without float32 copies of the tensor. An int number it
+    rounds to the dtype first (x * 70000 is inf in float16), as the operands' conversion does.
+    ``a`` and ``b`` as ``_result_dtype``'s."""
+    if not zero_dim_as_number or dtype not in _HALF:
+        return False
+    kinds = [type(v) for v in (a, b)]
+    return float in kinds and tuple in kinds
+
+
+def unit_if_folded(other, like: Tensor):
+    """mul's second operand: ``other``, or a 0-d one of ``like``'s dtype where ``promote`` left
+    ``other`` a number to fold into mul's scale (``folded_factor``)."""
+    if isinstance(other, float):
+        return _as(1.0, like.dtype)
+    return other
+
+
+def folded_factor(other) -> float:
+    """mul's scale: the number ``promote`` left ``other`` to be read in float32, else 1."""
+    return other if isinstance(other, float) else 1.0
 
 
 def cast_result(out: Tensor, dtype: mstype.Type | None) -> Tensor:

@@ -481,18 +481,22 @@ def _read_unrounded(name: str, position: int, value, dtype: torch.dtype, device)
 
     torch's CUDA kernels read a CPU scalar (a Python number, a 0-d CPU tensor) unrounded, in
     either position; its CPU kernels round the operand to the dtype first, except mul's second
-    operand. A 0-d CUDA tensor is cast to the dtype like any operand. A number that mul reads
-    unrounded is rounded to the dtype anyway when it stays a normal number there: the product
-    then differs from torch's by at most one rounding, and the op runs in the dtype, without
-    float32 copies.
+    operand. A 0-d CUDA tensor is cast to the dtype like any operand.
     """
-    if device.type == "cpu" and not (name == "mul" and position == 1):
+    if not _reads_unrounded(name, position, device):
         return False
     if isinstance(value, torch.Tensor):
         return value.dim() == 0 and value.device.type == "cpu" and value.dtype != dtype
     # A sum can cancel down to the rounding error of the number (-59904 + 70000 in bfloat16 is
-    # 10096 unrounded, 10240 from 70000 rounded): add keeps any number the dtype cannot hold.
-    return _rounds_away(value, dtype) or (name == "add" and not _holds(value, dtype))
+    # 10096 unrounded, 10240 from 70000 rounded), and a product rounds once, not twice: both
+    # keep any number the dtype cannot hold.
+    return _rounds_away(value, dtype) or not _holds(value, dtype)
+
+
+def _reads_unrounded(name: str, position: int, device) -> bool:
+    """Whether torch's kernel reads a scalar operand in that position unrounded (in float32)
+    beside a float16/bfloat16 tensor on ``device``: on CUDA always, on CPU mul's second."""
+    return device.type != "cpu" or (name == "mul" and position == 1)
 
 
 def _holds(value, dtype: torch.dtype) -> bool:
@@ -604,15 +608,19 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
 def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
     """``promote``'s result for operands of result ``dtype`` on ``device``."""
     if (
-        name == "add"
-        and dtype in _HALF
+        dtype in _HALF
         and not isinstance(b, torch.Tensor)
-        and abs(float(b)) <= _FLOAT32_MAX
-        and _read_unrounded(name, 1, b, dtype, device)
+        and _reads_unrounded(name, 1, device)
+        and (
+            name == "mul"
+            or (abs(float(b)) <= _FLOAT32_MAX and _read_unrounded(name, 1, b, dtype, device))
+        )
     ):
-        # torch's CUDA kernel adds the number unrounded, in float32: it goes in as alpha, times
-        # a 0-d one (unit_if_folded), which the kernel applies in float32, so the op runs in
-        # the dtype without float32 copies of the tensor.
+        # torch's kernel reads the number unrounded, in float32: it goes in as add's alpha or
+        # mul's scale (folded_factor), beside a 0-d one (unit_if_folded), and the kernel applies
+        # it in float32, so the op runs in the dtype without float32 copies of the tensor. mul
+        # folds every number: one the dtype holds gives the same product either way, and the
+        # check is spared, which torch.compile cannot run on a symbolic float.
         return a.to(dtype), float(b), None
     compute, cast = dtype, None
     if dtype in _HALF and any(
@@ -917,11 +925,17 @@ def _alpha_fits(alpha, operand: torch.Tensor) -> None:
 
 
 def unit_if_folded(other, like: torch.Tensor):
-    """add's second operand: ``other``, or a 0-d one of ``like``'s dtype and device where
-    ``promote`` left ``other`` a number to fold into alpha (``float_alpha``)."""
+    """add's or mul's second operand: ``other``, or a 0-d one of ``like``'s dtype and device
+    where ``promote`` left ``other`` a number to fold into add's alpha (``float_alpha``) or
+    mul's scale (``folded_factor``)."""
     if not isinstance(other, float):
         return other
     return torch.ones((), dtype=like.dtype, device=like.device)
+
+
+def folded_factor(other) -> float:
+    """mul's scale: the number ``promote`` left ``other`` to be read in float32, else 1."""
+    return other if isinstance(other, float) else 1.0
 
 
 def _flattened(x) -> bool:
