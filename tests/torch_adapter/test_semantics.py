@@ -108,6 +108,26 @@ def test_a_2_byte_tensor_times_a_number_is_torchs_bit_for_bit(device, dtype):
         assert torch.equal(mine, reference), number
 
 
+def _times(t, number):
+    return ot.mul(t, number)
+
+
+def _plus(t, number):
+    return ot.add(t, number)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_a_number_given_to_a_compiled_2_byte_add_or_mul_is_read_as_torch_reads_it(device, dynamic):
+    # With dynamic shapes Dynamo passes a float input as a symbol: the checks of whether the
+    # dtype holds it recursed without end inside Dynamo (mul on CPU, add on CUDA).
+    x = (torch.randn(4096, generator=torch.Generator().manual_seed(2)) * 3).half().to(device)
+    for helper, reference in ((_times, torch.mul), (_plus, torch.add)):
+        compiled = torch.compile(helper, fullgraph=True, dynamic=dynamic)
+        for number in (0.3, 1e-3, 2.5):
+            assert torch.equal(compiled(x, number), reference(x, number)), (helper, number)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_gradient_of_a_2_byte_mul_by_a_number_is_torchs(device):
     for number in (1e-8, 7e4, 0.1):

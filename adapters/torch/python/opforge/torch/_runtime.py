@@ -487,6 +487,11 @@ def _read_unrounded(name: str, position: int, value, dtype: torch.dtype, device)
         return False
     if isinstance(value, torch.Tensor):
         return value.dim() == 0 and value.device.type == "cpu" and value.dtype != dtype
+    if torch.compiler.is_compiling():
+        # Traced with dynamic shapes a float is symbolic, and Dynamo cannot run the checks
+        # below on it (_holds recursed without end): read it unrounded, which gives the same
+        # result for a number the dtype holds.
+        return True
     # A sum can cancel down to the rounding error of the number (-59904 + 70000 in bfloat16 is
     # 10096 unrounded, 10240 from 70000 rounded), and a product rounds once, not twice: both
     # keep any number the dtype cannot hold.
