@@ -120,7 +120,10 @@ def _plus(t, number):
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_a_number_given_to_a_compiled_2_byte_add_or_mul_is_read_as_torch_reads_it(device, dynamic):
     # With dynamic shapes Dynamo passes a float input as a symbol: the checks of whether the
-    # dtype holds it recursed without end inside Dynamo (mul on CPU, add on CUDA).
+    # dtype holds it recursed without end inside Dynamo (mul on CPU, add on CUDA). Dynamo's
+    # caches are emptied first: each parametrisation compiles the same two functions again, and
+    # recompiles past its limit (8) fail a fullgraph compile.
+    torch._dynamo.reset()
     x = (torch.randn(4096, generator=torch.Generator().manual_seed(2)) * 3).half().to(device)
     for helper, reference in ((_times, torch.mul), (_plus, torch.add)):
         compiled = torch.compile(helper, fullgraph=True, dynamic=dynamic)
