@@ -483,7 +483,7 @@ def _read_unrounded(name: str, position: int, value, dtype: torch.dtype, device)
     either position; its CPU kernels round the operand to the dtype first, except mul's second
     operand. A 0-d CUDA tensor is cast to the dtype like any operand.
     """
-    if not _reads_unrounded(name, position, device):
+    if device.type == "cpu" and not (name == "mul" and position == 1):
         return False
     if isinstance(value, torch.Tensor):
         return value.dim() == 0 and value.device.type == "cpu" and value.dtype != dtype
@@ -496,12 +496,6 @@ def _read_unrounded(name: str, position: int, value, dtype: torch.dtype, device)
     # 10096 unrounded, 10240 from 70000 rounded), and a product rounds once, not twice: both
     # keep any number the dtype cannot hold.
     return _rounds_away(value, dtype) or not _holds(value, dtype)
-
-
-def _reads_unrounded(name: str, position: int, device) -> bool:
-    """Whether torch's kernel reads a scalar operand in that position unrounded (in float32)
-    beside a float16/bfloat16 tensor on ``device``: on CUDA always, on CPU mul's second."""
-    return device.type != "cpu" or (name == "mul" and position == 1)
 
 
 def _holds(value, dtype: torch.dtype) -> bool:
@@ -615,7 +609,6 @@ def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
     if (
         dtype in _HALF
         and not isinstance(b, torch.Tensor)
-        and _reads_unrounded(name, 1, device)
         and (
             name == "mul"
             or (abs(float(b)) <= _FLOAT32_MAX and _read_unrounded(name, 1, b, dtype, device))
@@ -624,8 +617,8 @@ def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
         # torch's kernel reads the number unrounded, in float32: it goes in as add's alpha or
         # mul's scale (folded_factor), beside a 0-d one (unit_if_folded), and the kernel applies
         # it in float32, so the op runs in the dtype without float32 copies of the tensor. mul
-        # folds every number: one the dtype holds gives the same product either way, and the
-        # check is spared, which torch.compile cannot run on a symbolic float.
+        # folds every number, as torch reads its second operand unrounded on every device: one
+        # the dtype holds gives the same product either way, and no check of it is needed.
         return a.to(dtype), float(b), None
     compute, cast = dtype, None
     if dtype in _HALF and any(
@@ -981,7 +974,7 @@ def float_channels(t, x):
     if (
         isinstance(t, torch.Tensor)
         and isinstance(x, torch.Tensor)
-        and x.dtype in (torch.float16, torch.bfloat16)
+        and x.dtype in _HALF
         and t.dtype == x.dtype
     ):
         return t.float()
