@@ -7,12 +7,13 @@ from __future__ import annotations
 import inspect
 import os
 import re
-import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+from tests.torch_adapter.compile_backend import COMPILE_BACKEND
 
 torch = pytest.importorskip("torch")
 ot = pytest.importorskip("opforge.torch")
@@ -287,8 +288,12 @@ def test_running_statistics_updated_in_place_need_memory_of_their_own(device):
 def test_torch_compile_takes_a_dim_that_varies_between_calls(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     x = torch.randn(3, 4)
-    softmax = torch.compile(lambda t, d: ot.softmax(t, d), fullgraph=True, dynamic=True)
-    argmax = torch.compile(lambda t, d: ot.argmax(t, d), fullgraph=True, dynamic=True)
+    softmax = torch.compile(
+        lambda t, d: ot.softmax(t, d), fullgraph=True, dynamic=True, backend=COMPILE_BACKEND
+    )
+    argmax = torch.compile(
+        lambda t, d: ot.argmax(t, d), fullgraph=True, dynamic=True, backend=COMPILE_BACKEND
+    )
     for dim in (1, 0, -1):
         torch.testing.assert_close(softmax(x, dim), torch.softmax(x, dim))
         assert torch.equal(argmax(x, dim), torch.argmax(x, dim))
@@ -470,10 +475,7 @@ def test_torch_compile_traces_a_model_without_graph_breaks(tmp_path, monkeypatch
     model = Tiny()
     x = torch.randn(16, 8)
     eager_p, eager_i = model(x)
-    # Inductor compiles C++ on the CPU; without a compiler (the runtime image) the same trace
-    # (Dynamo, fake kernels, functionalisation) runs with the aot_eager backend.
-    backend = "inductor" if shutil.which("c++") or shutil.which("g++") else "aot_eager"
-    compiled = torch.compile(model, fullgraph=True, backend=backend)
+    compiled = torch.compile(model, fullgraph=True, backend=COMPILE_BACKEND)
     before = model.running_mean.clone()
     p, i = compiled(x)
     torch.testing.assert_close(p, eager_p, rtol=1e-5, atol=1e-6)

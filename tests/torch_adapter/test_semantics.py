@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.torch_adapter.compile_backend import COMPILE_BACKEND
+
 torch = pytest.importorskip("torch")
 ot = pytest.importorskip("opforge.torch")
 
@@ -126,7 +128,7 @@ def test_a_number_given_to_a_compiled_2_byte_add_or_mul_is_read_as_torch_reads_i
     torch._dynamo.reset()
     x = (torch.randn(4096, generator=torch.Generator().manual_seed(2)) * 3).half().to(device)
     for helper, reference in ((_times, torch.mul), (_plus, torch.add)):
-        compiled = torch.compile(helper, fullgraph=True, dynamic=dynamic)
+        compiled = torch.compile(helper, fullgraph=True, dynamic=dynamic, backend=COMPILE_BACKEND)
         for number in (0.3, 1e-3, 2.5):
             assert torch.equal(compiled(x, number), reference(x, number)), (helper, number)
 
@@ -543,7 +545,9 @@ def test_a_symbolic_alpha_is_taken_unrounded_as_compiled_torch_takes_it(device, 
     torch._dynamo.reset()
     a = torch.randn(4, 5, device=device).to(dtype)
     b = torch.randn(4, 5, device=device).to(dtype)
-    compiled = torch.compile(lambda x, y, s: ot.add(x, y, alpha=s), dynamic=True, fullgraph=True)
+    compiled = torch.compile(
+        lambda x, y, s: ot.add(x, y, alpha=s), dynamic=True, fullgraph=True, backend=COMPILE_BACKEND
+    )
     for alpha in (3.0, 0.1, 7e4, 2):
         # alpha as given, the sum rounded once: what the CPU kernel computes for 2-byte dtypes
         # exactly (in float64); on CUDA and for float32 within one rounding.
