@@ -27,6 +27,7 @@ class ServedFile:
     trickle_s: float = 0.0  # send one byte, then wait this long, and so on
     stall_after: int | None = None  # send this many bytes, then hold the line silent
     length_header: str | None = None  # sent as Content-Length; the body ends when the line closes
+    trickle_headers_s: float = 0.0  # a header line sent a byte at a time, never ended
     served: int = 0
 
 
@@ -72,7 +73,7 @@ def _file_handler(state: FileServer) -> type[http.server.BaseHTTPRequestHandler]
             path = urlsplit(self.path).path
             state.log.append(("GET", path, self.headers.get("Range")))
             match = re.fullmatch(r"/simple/([^/]+)/", path)
-            if match:
+            if match and path not in state.files:
                 self._index(match.group(1))
                 return
             served = state.files.get(path)
@@ -82,6 +83,9 @@ def _file_handler(state: FileServer) -> type[http.server.BaseHTTPRequestHandler]
             served.served += 1
             if served.served <= served.fail_first:
                 self._send(503, b"try later")
+                return
+            if served.trickle_headers_s:
+                self._trickle_headers(served.trickle_headers_s)
                 return
             body, start = served.body, 0
             header = self.headers.get("Range")
@@ -114,6 +118,17 @@ def _file_handler(state: FileServer) -> type[http.server.BaseHTTPRequestHandler]
                 self._body(served, part)
             except OSError:
                 self.close_connection = True  # the client hung up, as a bounded client may
+
+        def _trickle_headers(self, interval: float) -> None:
+            # Each byte resets a client's read timeout: only a time budget ends this.
+            self.close_connection = True
+            try:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                while not state.release.wait(interval):
+                    self.wfile.write(b"a")
+                    self.wfile.flush()
+            except OSError:
+                pass  # the client hung up
 
         def _body(self, served: ServedFile, part: bytes) -> None:
             if served.served <= served.fail_first + served.cut_first:

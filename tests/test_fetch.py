@@ -19,6 +19,7 @@ from opforge.errors import ConfigError, DigestMismatch, OfflineMiss, PinError
 from opforge.pins.cache import ContentCache
 from opforge.pins.fetch import Fetcher, FetchSettings
 from opforge.pins.model import Pin
+from opforge.proxies import proxy_conflicts, proxy_environment
 from tests.conftest import sha256, write_pins
 
 BODY = os.urandom(300_000)
@@ -176,6 +177,32 @@ def test_http_proxy_from_environment_is_used(file_server, fetcher, proxy, monkey
     assert seen == [url], "the download went through the proxy"
 
 
+def test_the_lower_case_proxy_variable_wins_everywhere_as_requests_reads_it(
+    file_server, fetcher, proxy, monkeypatch
+):
+    # requests reads http_proxy before HTTP_PROXY: the error, doctor and the containers'
+    # settings follow the same spelling (they took the upper-case one, and disagreed).
+    seen, proxy_url = proxy
+    url = file_server.add("/blob.bin", BODY)
+    monkeypatch.setenv("HTTP_PROXY", proxy_url)
+    monkeypatch.setenv("http_proxy", "http://[::1")
+    with pytest.raises(PinError, match=r"proxy http_proxy=http://\[::1 is unusable") as info:
+        fetcher.fetch(_pin("blob", url))
+    assert "fix http_proxy" in info.value.hint
+    environ = {"HTTP_PROXY": proxy_url, "http_proxy": "http://[::1"}
+    assert proxy_environment(environ)["HTTP_PROXY"] == "http://[::1"
+    check = proxies_check(proxy_environment(environ), proxy_conflicts(environ))
+    assert not check.ok and "http_proxy and HTTP_PROXY differ (http_proxy is the one used)" in (
+        check.detail
+    )
+    monkeypatch.setenv("http_proxy", proxy_url)
+    monkeypatch.setenv("HTTP_PROXY", "http://[::1")
+    assert fetcher.fetch(_pin("blob", url)).read_bytes() == BODY
+    assert seen == [url]
+    # An empty lower-case setting means no proxy, whatever the upper case says.
+    assert proxy_environment({"HTTP_PROXY": proxy_url, "http_proxy": ""}) == {}
+
+
 def test_no_proxy_bypasses_the_proxy(file_server, fetcher, proxy, monkeypatch):
     seen, proxy_url = proxy
     url = file_server.add("/blob.bin", BODY)
@@ -235,6 +262,37 @@ def test_the_time_budget_covers_retries_and_their_backoff(file_server, cache):
     with pytest.raises(PinError, match=r"pin blob: .* ran out of its time budget: [\d.]+ s"):
         patient.fetch(pin)
     assert time.monotonic() - started < 2, "no backoff sleep outlasts the budget"
+
+
+def test_the_time_budget_ends_a_server_that_trickles_its_headers(file_server, cache):
+    # Every byte resets the per-read timeout, so only the budget can end this: it was checked
+    # only between body chunks, and the fetch hung.
+    pin = _pin("blob", file_server.add("/blob.bin", BODY, trickle_headers_s=0.1))
+    patient = Fetcher(cache, settings=FetchSettings(retries=3, backoff=0.01, deadline=1.0))
+    started = time.monotonic()
+    with pytest.raises(PinError, match=r"pin blob: .* ran out of its time budget"):
+        patient.fetch(pin)
+    assert time.monotonic() - started < 5
+
+
+def test_a_mirror_serving_other_bytes_is_passed_over_for_the_next(file_server, cache):
+    said: list[str] = []
+    fetcher = Fetcher(cache, settings=FetchSettings(retries=0), log=said.append)
+    bad = file_server.add("/bad/blob.bin", BODY[:1000])
+    good = file_server.add("/good/blob.bin", BODY)
+    assert fetcher.fetch(_pin("blob", bad, good)).read_bytes() == BODY
+    assert any("sha256 mismatch" in line and "trying the next URL" in line for line in said)
+    assert _cache_files(cache) == [f"sha256/{sha256(BODY)[:2]}/{sha256(BODY)}"]
+
+
+def test_when_every_mirror_serves_other_bytes_the_first_mismatch_is_raised(file_server, fetcher):
+    first = file_server.add("/a/blob.bin", b"one")
+    second = file_server.add("/b/blob.bin", b"two")
+    with pytest.raises(
+        DigestMismatch, match=r"sha256 mismatch for .*/a/blob\.bin.*\(and the other 1"
+    ):
+        fetcher.fetch(_pin("blob", first, second))
+    assert _cache_files(fetcher.cache) == []
 
 
 def test_a_body_of_exactly_the_pinned_size_is_accepted_without_a_length(file_server, fetcher):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import time
 
 import pytest
 
 from opforge.errors import ConfigError, DigestMismatch, PinError
 from opforge.pins.cache import CacheState
+from opforge.pins.fetch import Fetcher, FetchSettings
 from opforge.pins.model import Pin, load_pins
 from opforge.pins.rewrite import rewrite_pin
 from opforge.pins.update import update_pin
@@ -192,6 +195,26 @@ def test_update_replaces_a_malformed_digest_of_the_pin_it_updates(
     assert (pin.sha256, pin.md5) == (sha256(body), hashlib.md5(body).hexdigest())
 
 
+@pytest.mark.parametrize("indicator", ["|", "|-", ">", ">-", "|+"])
+def test_update_replaces_a_digest_written_as_a_block_scalar(
+    file_server, fetcher, tmp_path, indicator
+):
+    # The block's span ends after its line break: the key below it kept its own line only once
+    # the replacement put the break back (it was joined to the digest's line, and the file no
+    # longer loaded).
+    body = os.urandom(3_000)
+    url = file_server.add("/files/block.tar.gz", body)
+    path = write_pins(
+        tmp_path / "p.yaml",
+        f"pins:\n  p:\n    url: {url}\n    sha256: {indicator}\n      x\n\n    size: 2\n"
+        f"  q:\n    url: {url}\n    sha256: {GOOD}\n",
+    )
+    update_pin(path, "p", fetcher)
+    pins = load_pins(path).pins
+    assert (pins["p"].sha256, pins["p"].size) == (sha256(body), len(body))
+    assert pins["q"].sha256 == GOOD
+
+
 def test_update_of_a_digest_given_as_a_list_says_what_to_write(fetcher, tmp_path):
     path = _write_template(tmp_path / "checksums.yaml", "http://h/x.whl", "[1, 2]")
     with pytest.raises(ConfigError, match=r"pins\.wheel\.sha256: expected a digest") as info:
@@ -253,6 +276,78 @@ def test_update_refuses_when_the_index_disagrees(file_server, fetcher, tmp_path)
         update_pin(path, "wheel", fetcher)
     assert path.read_text() == before, "the pins file is untouched"
     assert [p for p in fetcher.cache.root.rglob("*") if p.is_file()] == [], "nothing cached"
+
+
+def _indexed_template(tmp_path, file_server, url):
+    path = _write_template(tmp_path / "checksums.yaml", url, GOOD)
+    path.write_text(
+        path.read_text().replace(
+            "    size: 1\n", f"    size: 1\n    index: {file_server.url('/simple')}\n"
+        )
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        b'{"files": ["x", 1]}',
+        b'{"files": [{"filename": "demo_pkg-1.0-py3-none-any.whl", "hashes": ["a"]}]}',
+        b'{"files": {"a": 1}}',
+        b"[1, 2]",
+        b"not json",
+    ],
+)
+def test_update_names_an_index_page_that_is_not_the_json_simple_api(
+    file_server, fetcher, tmp_path, page
+):
+    url = file_server.add("/files/demo_pkg-1.0-py3-none-any.whl", b"x")
+    file_server.add("/simple/demo-pkg/", page)
+    path = _indexed_template(tmp_path, file_server, url)
+    before = path.read_text()
+    with pytest.raises(PinError, match=r"did not answer with the PEP 691 JSON simple API"):
+        update_pin(path, "wheel", fetcher)
+    assert path.read_text() == before
+
+
+def test_update_takes_an_index_digest_in_upper_case(file_server, fetcher, tmp_path):
+    body = os.urandom(1_000)
+    filename = "demo_pkg-1.0-py3-none-any.whl"
+    url = file_server.add(f"/files/{filename}", body)
+    page = {"files": [{"filename": filename, "hashes": {"sha256": sha256(body).upper()}}]}
+    file_server.add("/simple/demo-pkg/", json.dumps(page).encode())
+    path = _indexed_template(tmp_path, file_server, url)
+    assert update_pin(path, "wheel", fetcher).new.sha256 == sha256(body)
+
+
+def test_update_asks_the_index_within_the_time_budget(file_server, cache, tmp_path):
+    # The index page was read with no budget: a server trickling it held the update for hours.
+    url = file_server.add("/files/demo_pkg-1.0-py3-none-any.whl", b"x")
+    file_server.add("/simple/demo-pkg/", b"{}", trickle_headers_s=0.1)
+    path = _indexed_template(tmp_path, file_server, url)
+    fetcher = Fetcher(cache, settings=FetchSettings(retries=0, deadline=1.0))
+    started = time.monotonic()
+    with pytest.raises(
+        PinError, match=r"cannot ask the package index .*no whole answer within 1 s"
+    ):
+        update_pin(path, "wheel", fetcher)
+    assert time.monotonic() - started < 5
+
+
+def test_update_refuses_mirrors_that_serve_different_files(file_server, fetcher, tmp_path):
+    # A fetch takes whichever mirror matches: a digest recorded from one bad mirror would make
+    # every good one fail.
+    first = file_server.add("/a/x.tar.gz", b"truncat")
+    second = file_server.add("/b/x.tar.gz", b"truncated? no, whole")
+    path = write_pins(
+        tmp_path / "p.yaml", f"pins:\n  m:\n    urls: [{first}, {second}]\n    sha256: {GOOD}\n"
+    )
+    before = path.read_text()
+    with pytest.raises(DigestMismatch, match=r"the mirrors serve different files"):
+        update_pin(path, "m", fetcher)
+    assert path.read_text() == before
+    file_server.add("/a/x.tar.gz", b"truncated? no, whole")
+    assert update_pin(path, "m", fetcher).new.sha256 == sha256(b"truncated? no, whole")
 
 
 def test_update_of_unknown_pin_is_a_clear_error(fetcher, tmp_path):

@@ -10,7 +10,7 @@ import site
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,10 +167,11 @@ def _tool(name: str, override: str | None) -> Check:
     return Check(name, True, f"{tool.version} ({tool.path}, from {tool.origin})")
 
 
-def proxies_check(proxies: Mapping[str, str]) -> Check:
+def proxies_check(proxies: Mapping[str, str], conflicts: Sequence[str] = ()) -> Check:
     """The proxy variables in effect, passwords masked; one requests cannot use (a download
-    through it would fail) makes the row bad and says why."""
-    found, ok = [], True
+    through it would fail), or two spellings of one variable that disagree, make the row bad
+    and say why."""
+    found, ok = [], not conflicts
     for name in PROXY_NAMES:
         if name not in proxies:
             continue
@@ -178,6 +179,7 @@ def proxies_check(proxies: Mapping[str, str]) -> Check:
         problem = proxy_problem(value) if name in DOWNLOAD_PROXY_NAMES else None
         found.append(f"{name}={mask_url(value)}" + (f" (unusable: {problem})" if problem else ""))
         ok = ok and problem is None
+    found += [f"({conflict})" for conflict in conflicts]
     if not found:
         return Check("proxies", True, "none set (direct connections)")
     return Check("proxies", ok, " ".join(found))
@@ -197,7 +199,7 @@ def run_checks(settings: Settings) -> list[Check]:
         _package("torch"),
         _package("mindspore"),
         numpy_for_mindspore(_version("mindspore"), _version("numpy")),
-        proxies_check(settings.proxies),
+        proxies_check(settings.proxies, settings.proxy_conflicts),
         _ca_bundle(settings.ca_bundle),
     ]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import ipaddress
+import os
 import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
@@ -21,16 +22,33 @@ _PROXY_SCHEMES = ("http", "https", "socks4", "socks4a", "socks5", "socks5h")
 _PORT = re.compile(r":(\d+)$")
 
 
+def _setting(environ: Mapping[str, str], name: str) -> tuple[str, str] | None:
+    """The variable that sets proxy ``name`` and its value, read as urllib (so requests) reads
+    them: the lower-case spelling wins where it is present, an empty one meaning no proxy."""
+    lower = name.lower()
+    if lower in environ:
+        return (lower, environ[lower]) if environ[lower] else None
+    return (name, environ[name]) if environ.get(name) else None
+
+
 def proxy_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """Every proxy variable set in ``environ``, under both spellings (apt reads lower case, pip
-    either)."""
+    either), each with the value downloads here use."""
     found: dict[str, str] = {}
     for name in PROXY_NAMES:
-        value = environ.get(name) or environ.get(name.lower())
-        if value:
-            found[name] = value
-            found[name.lower()] = value
+        setting = _setting(environ, name)
+        if setting is not None:
+            found[name] = found[name.lower()] = setting[1]
     return found
+
+
+def proxy_conflicts(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The proxy variables whose two spellings disagree, each said with the one that counts."""
+    return tuple(
+        f"{name.lower()} and {name} differ ({name.lower()} is the one used)"
+        for name in PROXY_NAMES
+        if name.lower() in environ and name in environ and environ[name.lower()] != environ[name]
+    )
 
 
 def uses_loopback(proxies: Mapping[str, str]) -> bool:
@@ -88,13 +106,15 @@ def _unparsable(value: str) -> str:
 
 
 def proxy_in_use(url: str) -> tuple[str, str] | None:
-    """The variable (named in upper case; either case counts) and the setting of the proxy
-    requests will use for ``url``, as requests itself reads them from the environment (lower
-    case first, ``<scheme>_proxy`` before ``all_proxy``, NO_PROXY exempting hosts); None when
-    no proxy applies."""
+    """The variable (in the spelling it is set in) and the setting of the proxy requests will
+    use for ``url``, as requests itself reads them from the environment (lower case first,
+    ``<scheme>_proxy`` before ``all_proxy``, NO_PROXY exempting hosts); None when no proxy
+    applies."""
     proxies = get_environ_proxies(url, no_proxy=None)
     scheme = urlsplit(url).scheme.lower()
     for key in (scheme, "all"):
         if proxies.get(key):
-            return f"{key.upper()}_PROXY", proxies[key]
+            setting = _setting(os.environ, f"{key.upper()}_PROXY")
+            name = setting[0] if setting is not None else f"{key.upper()}_PROXY"
+            return name, proxies[key]
     return None

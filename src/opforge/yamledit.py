@@ -50,6 +50,9 @@ def apply(text: str, edits: list[tuple[yaml.ScalarNode, str]]) -> str:
             # An empty value (`sha256:`) has its span right after the colon: a value written
             # there needs the space YAML requires after a key's colon.
             replacement = " " + replacement
+        if text[start:end].endswith("\n"):
+            # A block scalar (`|`, `>-`) spans its lines' breaks: the next key keeps its line.
+            replacement += "\n"
         text = text[:start] + replacement + text[end:]
     return text
 

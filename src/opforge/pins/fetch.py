@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +55,10 @@ class _Permanent(Exception):
 
 class _OutOfTime(Exception):
     """The file's time budget is spent; no further attempt or URL is tried."""
+
+
+class DocumentUnavailable(Exception):
+    """A page (``Fetcher.get_document``) could not be read whole; the message says why."""
 
 
 class _WriteFailed(Exception):
@@ -113,12 +117,16 @@ class _OpenConnections:
         self._open: weakref.WeakKeyDictionary[HTTPConnection, socket.socket] = (
             weakref.WeakKeyDictionary()
         )
+        self._opened_by: weakref.WeakKeyDictionary[HTTPConnection, int] = (
+            weakref.WeakKeyDictionary()
+        )
         self._cut = False
 
     def add(self, connection: HTTPConnection, sock: socket.socket) -> None:
         with self._lock:
             handle = sock.dup()
             self._open[connection] = handle
+            self._opened_by[connection] = threading.get_ident()
             if self._cut:
                 _shut(handle)
 
@@ -133,6 +141,13 @@ class _OpenConnections:
             self._cut = True
             for handle in self._open.values():
                 _shut(handle)
+
+    def cut_thread(self, ident: int) -> None:
+        """Cut the connections thread ``ident`` opened (one download out of time)."""
+        with self._lock:
+            for connection, handle in self._open.items():
+                if self._opened_by.get(connection) == ident:
+                    _shut(handle)
 
     def pool_classes(self) -> dict[str, type[urllib3.HTTPConnectionPool]]:
         """urllib3 pool classes whose connections register their sockets here."""
@@ -257,6 +272,63 @@ class Fetcher:
     def _say(self, message: str) -> None:
         self.log(mask_credentials(message))
 
+    @contextlib.contextmanager
+    def _cut_when_out_of_time(self, budget: _Budget) -> Iterator[None]:
+        """Cut this thread's connections when ``budget`` runs out, and raise ``_OutOfTime``: a
+        server trickling its headers (or a body of no announced length) never lets a read time
+        out, and the body's loop checks the budget only between chunks."""
+        ident = threading.get_ident()
+        spent = threading.Event()
+
+        def cut() -> None:
+            spent.set()
+            self._connections.cut_thread(ident)
+
+        timer = threading.Timer(max(0.0, budget.left()), cut)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        except Exception:
+            if spent.is_set():
+                raise _OutOfTime() from None  # the failure was the cut's
+            raise
+        finally:
+            timer.cancel()
+        if spent.is_set():
+            raise _OutOfTime()  # the body "ended" at the cut
+
+    def get_document(self, url: str, accept: str, max_bytes: int) -> tuple[int, bytes]:
+        """The HTTP status and whole body of ``url`` (a package index's page), bounded as a
+        download is: the per-read timeout, the time budget (``deadline``) and ``max_bytes``;
+        raises ``DocumentUnavailable`` saying why there is none."""
+        budget = _Budget(self.settings.deadline)
+        body = bytearray()
+        try:
+            with (
+                self._cut_when_out_of_time(budget),
+                self._session().get(
+                    url,
+                    stream=True,
+                    timeout=budget.timeout(self.settings.timeout),
+                    headers={"Accept": accept},
+                ) as response,
+            ):
+                for chunk in response.iter_content(_CHUNK):
+                    body += chunk
+                    if len(body) > max_bytes:
+                        raise DocumentUnavailable(f"it sent more than {max_bytes} bytes")
+                    budget.check()
+                return response.status_code, bytes(body)
+        except _OutOfTime:
+            raise DocumentUnavailable(
+                f"no whole answer within {self.settings.deadline:g} s (--deadline)"
+            ) from None
+        except requests.exceptions.ConnectionError as exc:
+            raise DocumentUnavailable(_describe_connection_error(url, exc)) from None
+        except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
+            raise DocumentUnavailable(type(exc).__name__) from None
+
     def fetch(self, pin: Pin) -> Path:
         """Return the cached file for ``pin``, verified now, downloading it if needed.
 
@@ -309,22 +381,34 @@ class Fetcher:
         resumed_at = temp.stat().st_size
         if resumed_at:
             self._say(f"{pin.name}: resuming an interrupted download at byte {resumed_at}")
-        url = self._download_into(pin, temp, self._limit(pin))
-        try:
-            return self._verify_and_commit(pin, url, temp)
-        except DigestMismatch:
-            if not resumed_at:
-                temp.unlink()
-                raise
-        # The earlier partial may have come from a different file: one more try from scratch.
-        self._say(f"{pin.name}: the resumed download does not match; downloading it from the start")
-        os.truncate(temp, 0)
-        url = self._download_into(pin, temp, self._limit(pin))
-        try:
-            return self._verify_and_commit(pin, url, temp)
-        except DigestMismatch:
-            temp.unlink()
-            raise
+        budget = _Budget(self.settings.deadline)
+        mismatches: list[DigestMismatch] = []
+        urls = pin.urls
+        while urls:
+            url = self._download_into(pin, temp, self._limit(pin), urls, budget)
+            try:
+                return self._verify_and_commit(pin, url, temp)
+            except DigestMismatch as exc:
+                os.truncate(temp, 0)
+                if resumed_at:
+                    # The earlier partial may have come from a different file: this URL again,
+                    # from scratch.
+                    resumed_at = 0
+                    self._say(
+                        f"{pin.name}: the resumed download does not match; downloading it "
+                        "from the start"
+                    )
+                    continue
+                mismatches.append(exc)
+                urls = urls[urls.index(url) + 1 :]
+                if urls:
+                    self._say(f"{exc}; trying the next URL")
+        temp.unlink()
+        if len(mismatches) > 1:
+            mismatches[
+                0
+            ].message += f" (and the other {len(mismatches) - 1} URL(s) served no match)"
+        raise mismatches[0]
 
     def _limit(self, pin: Pin) -> int:
         return pin.size if pin.size is not None else self.settings.max_bytes
@@ -343,11 +427,19 @@ class Fetcher:
             temp.unlink(missing_ok=True)
             raise
 
-    def _download_into(self, pin: Pin, temp: Path, limit: int) -> str:
-        """Fill ``temp`` from the first of ``pin``'s URLs that serves it; return that URL."""
-        budget = _Budget(self.settings.deadline)
+    def _download_into(
+        self,
+        pin: Pin,
+        temp: Path,
+        limit: int,
+        urls: Sequence[str] | None = None,
+        budget: _Budget | None = None,
+    ) -> str:
+        """Fill ``temp`` from the first of ``urls`` (all of ``pin``'s by default) that serves it,
+        within ``budget`` (a fresh one by default); return that URL."""
+        budget = budget or _Budget(self.settings.deadline)
         failures: list[str] = []
-        for i, url in enumerate(pin.urls):
+        for i, url in enumerate(urls or pin.urls):
             if i:
                 _empty(temp)  # a mirror starts from scratch
             try:
@@ -485,9 +577,10 @@ class Fetcher:
             headers["Range"] = f"bytes={have}-"
         timeout = budget.timeout(self.settings.timeout)
         try:
-            with self._session().get(
-                url, stream=True, timeout=timeout, headers=headers
-            ) as response:
+            with (
+                self._cut_when_out_of_time(budget),
+                self._session().get(url, stream=True, timeout=timeout, headers=headers) as response,
+            ):
                 self._receive(pin, response, temp, have, limit, budget)
         except requests.exceptions.ConnectionError as exc:
             budget.check()

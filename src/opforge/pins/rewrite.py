@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from opforge.errors import ConfigError
-from opforge.yamledit import find, render, rewrite_file
+from opforge.yamledit import apply, find, render, rewrite_file
 from opforge.yamlfile import parse_yaml, read_text_file
 
 
@@ -37,5 +37,15 @@ def rewrite_pin(path: Path, name: str, changes: dict[str, str | int]) -> None:
                 hint=f'add `{key}: ""` to the pin, then run the update again',
             )
         edits.append((node, render(value, node)))
+    # Nothing is written unless the edited text reads back as the pin with the new digests (a
+    # value laid out in a way the in-place edit does not handle would corrupt the file).
+    edited = find(yaml.compose(apply(text, edits)), "pins", name)
+    for key, value in changes.items():
+        node = find(edited, key)
+        if not isinstance(node, yaml.ScalarNode) or yaml.safe_load(node.value) != value:
+            raise ConfigError(
+                f"{path}: pins.{name}.{key}: could not be rewritten in place; nothing was written",
+                hint=f"write `{key}: {value}` on one line in the pin by hand",
+            )
     # The link was followed on purpose above: the file it names is the one to change.
     rewrite_file(path, text, edits, root=path.parent)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from opforge.errors import DigestMismatch
+from opforge.errors import DigestMismatch, PinError
 from opforge.pins.digest import hash_file
 from opforge.pins.fetch import Fetcher
 from opforge.pins.index import index_for, published_sha256
@@ -44,9 +44,10 @@ def update_pin(pins_path: Path, name: str, fetcher: Fetcher) -> PinUpdate:
         algorithms = ("sha256", "md5") if old.md5 is not None else ("sha256",)
         digests = hash_file(temp, algorithms)
         size = temp.stat().st_size
+        _check_mirrors_agree(old, url, digests["sha256"], fetcher)
         index = index_for(old)
         if index is not None:
-            listed = published_sha256(old, index, timeout=fetcher.settings.timeout)
+            listed = published_sha256(old, index, fetcher)
             if listed != digests["sha256"]:
                 raise DigestMismatch(
                     mask_credentials(
@@ -71,3 +72,28 @@ def update_pin(pins_path: Path, name: str, fetcher: Fetcher) -> PinUpdate:
         return PinUpdate(old, new, index)
     finally:
         temp.unlink(missing_ok=True)
+
+
+def _check_mirrors_agree(pin: Pin, served_by: str, sha256: str, fetcher: Fetcher) -> None:
+    """Raise when a later URL of ``pin`` serves a file other than ``served_by``'s: a fetch
+    takes any URL whose file matches, so the digest recorded must be every mirror's. A mirror
+    that serves nothing is passed over, as a fetch passes over it."""
+    for url in pin.urls[pin.urls.index(served_by) + 1 :]:
+        try:
+            _, temp = fetcher.download(replace(pin, urls=(url,)))
+        except PinError as exc:
+            fetcher.log(f"{pin.name}: {url} was not compared: {exc}")
+            continue
+        try:
+            other = hash_file(temp, ("sha256",))["sha256"]
+        finally:
+            temp.unlink(missing_ok=True)
+        if other != sha256:
+            raise DigestMismatch(
+                mask_credentials(
+                    f"pin {pin.name}: the mirrors serve different files: {served_by} sha256 "
+                    f"{sha256}, {url} sha256 {other}"
+                ),
+                hint="find which mirror is wrong and remove it from `urls:`; the pin was left "
+                "unchanged",
+            )
