@@ -15,6 +15,7 @@ import pytest
 
 from opforge.build.cmake import cmake_value
 from opforge.build.dist import dist_wheels
+from opforge.build.record import BuildRecord
 from opforge.errors import BuildError
 from opforge.project import Project
 from tests.test_build import LIB_CMAKE, PY_CMAKE, PY_RECIPE, opforge
@@ -198,6 +199,20 @@ def test_a_build_record_naming_a_wheel_outside_dist_is_refused(wheel_and_lib, tm
         assert "is not the file name of a wheel in" in error
         assert f"hint: the record was altered: remove {record_path} and build again" in error
     assert not site.exists()
+
+
+@pytest.mark.parametrize("outputs", [None, ["x"], "x", {"wheel:x.whl": 1}])
+def test_a_build_record_with_fields_of_other_types_counts_as_none(tmp_path, outputs):
+    # `outputs: null` crashed dist install with an AttributeError; a damaged record only costs
+    # a rebuild.
+    record = {"recipe": "r", "profile": "cpu", "inputs_sha256": "x", "inputs": {}, "prefix": "p"}
+    path = tmp_path / "build-record.json"
+    path.write_text(
+        json.dumps({"schema": 1, "targets": {"k": {"cpu": {**record, "outputs": outputs}}}})
+    )
+    assert BuildRecord(path).targets == {}
+    path.write_text(json.dumps({"schema": 1, "targets": {"k": {"cpu": {**record}}}}))
+    assert BuildRecord(path).get("k", "cpu").outputs == {}
 
 
 def test_container_tests_take_no_wheels_only_where_none_was_built(wheel_and_lib):

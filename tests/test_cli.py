@@ -322,6 +322,28 @@ def test_bad_numbers_are_refused_by_the_parser_in_one_line(tmp_path, argv, text)
     assert "usage:" not in result.stderr and not (tmp_path / "build").exists()
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["pins", "list", "--pins", ""],
+        ["pins", "fetch", "x", "--dest", " "],
+        ["pins", "fetch", "x", "--cache", ""],
+        ["pins", "install", "x", "--target", ""],
+        ["dist", "install", "--target", ""],
+        ["test", "--junit-dir", ""],
+        ["ci", "run-cell", "x", "--junit-dir", ""],
+        ["images", "context", "--find-links", ""],
+        ["images", "context", "--extra-ca", ""],
+    ],
+)
+def test_an_empty_path_is_refused_not_read_as_the_default(tmp_path, argv):
+    # `--target ''` installed into the running environment, `--pins ''` read the project's file.
+    result = run(*argv, cwd=tmp_path)
+    assert result.returncode == 2
+    assert_user_error(result, f"argument {argv[-2]}: is empty; give a path")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_missing_command_is_one_line_with_a_hint():
     result = run()
     assert result.returncode == 2

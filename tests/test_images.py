@@ -15,7 +15,7 @@ from opforge.container.choice import resolve_runner
 from opforge.errors import BuildError, ConfigError
 from opforge.images.build import LayerLog
 from opforge.images.ca import MAX_CA_BYTES, read_ca_bundle
-from opforge.images.context import assemble, opforge_requirements
+from opforge.images.context import assemble, find_links_wheels, opforge_requirements
 from opforge.images.debian import lock_text, parse_lock, toolkits
 from opforge.images.devcontainer import DOCKERFILE as DEVCONTAINER_DOCKERFILE
 from opforge.images.devcontainer import render as render_devcontainer
@@ -264,6 +264,18 @@ def test_deb_context_carries_the_locks_and_only_the_cudnn_wheel(tmp_path, offlin
     assert (files / "debs-runtime.lock").read_text().endswith("# re-locked\n")
     assert (files / "pinned-devel.txt").is_file() and (ctx.path / "Dockerfile").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ctx", "images"]
+
+
+def test_find_links_takes_regular_wheel_files_of_existing_folders(tmp_path):
+    # A missing folder was passed over in silence, and a pipe named like a wheel hung hashing.
+    (tmp_path / "a-1.0-py3-none-any.whl").write_bytes(b"wheel")
+    (tmp_path / "notes.txt").write_text("not a wheel")
+    assert find_links_wheels((tmp_path,)) == [tmp_path / "a-1.0-py3-none-any.whl"]
+    with pytest.raises(ConfigError, match=r"^--find-links .*missing: not a folder$"):
+        find_links_wheels((tmp_path, tmp_path / "missing"))
+    os.mkfifo(tmp_path / "x-1.0-py3-none-any.whl")
+    with pytest.raises(ConfigError, match=r"x-1\.0-py3-none-any\.whl is not a regular file"):
+        find_links_wheels((tmp_path,))
 
 
 def test_requirements_come_from_opforge_metadata():

@@ -12,6 +12,7 @@ from opforge.build.toolchain import Tool
 from opforge.errors import RecipeError
 from opforge.pins.model import load_pins
 from opforge.project import Project
+from opforge.recipes.generators import generator_files
 from opforge.recipes.model import CMakeSpec, Profile, Recipe
 from opforge.recipes.options import option_problem
 from opforge.recipes.schema import REMOVED_KEYS
@@ -391,6 +392,26 @@ def test_generators_of_the_project_and_of_opforge_are_accepted(project, monkeypa
     monkeypatch.syspath_prepend(str(project.root / "tools"))
     _write(project, "beta", BASE.format(name="beta") + "generators: [gen_beta, opforge.kernels]\n")
     assert _load(project).get("beta").generators == ("gen_beta", "opforge.kernels")
+
+
+def test_a_generator_at_the_project_root_is_found_from_any_folder(project, tmp_path):
+    # It was found through sys.path alone: by `python -m opforge` started at the root, and by
+    # neither the `opforge` script nor a run from another folder.
+    (project.root / "gen_root.py").write_text("print('generated')\n")
+    (project.root / "gens").mkdir()
+    (project.root / "gens" / "__init__.py").write_text("raise SystemExit('not imported')\n")
+    (project.root / "gens" / "sub.py").write_text("print('generated')\n")
+    assert generator_files("gen_root", project.root, "w") == {
+        "gen_root": project.root / "gen_root.py"
+    }
+    assert generator_files("gens.sub", project.root, "w") == {
+        "gens.sub": project.root / "gens" / "sub.py"
+    }
+    _write(project, "beta", BASE.format(name="beta") + "generators: [gen_root, gens.sub]\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = run_opforge("--project", str(project.root), "recipes", "validate", cwd=elsewhere)
+    assert result.returncode == 0, result.stderr
 
 
 def test_validate_refuses_an_install_prefix_outside_the_project(project):

@@ -28,6 +28,25 @@ class TargetRecord:
     outputs: dict[str, str] = field(default_factory=dict)
     duration_s: float = 0.0
 
+    @classmethod
+    def from_json(cls, data: object) -> TargetRecord:
+        """The record ``data`` (one profile's entry of the file) holds; ``TypeError`` when its
+        fields are not of their types (an edited or damaged file)."""
+        if not isinstance(data, dict):
+            raise TypeError("a record is a JSON object")
+        record = cls(**data)
+        texts = (record.recipe, record.profile, record.inputs_sha256, record.prefix)
+        if (
+            not all(isinstance(t, str) for t in texts)
+            or not isinstance(record.inputs, dict)
+            or not isinstance(record.outputs, dict)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in record.outputs.items())
+            or isinstance(record.duration_s, bool)
+            or not isinstance(record.duration_s, int | float)
+        ):
+            raise TypeError("a field of the record is not of its type")
+        return record
+
 
 def recorded_wheels(outputs: dict[str, str], record_path: Path) -> dict[str, str]:
     """The wheels among a target's recorded ``outputs``: file name in dist/ to sha256.
@@ -71,7 +90,7 @@ class BuildRecord:
             if data.get("schema") != SCHEMA_VERSION:
                 return
             for name, profiles in data["targets"].items():
-                self.targets[name] = {p: TargetRecord(**rec) for p, rec in profiles.items()}
+                self.targets[name] = {p: TargetRecord.from_json(rec) for p, rec in profiles.items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             # A damaged record only costs a rebuild; it is rewritten whole afterwards.
             self.targets = {}

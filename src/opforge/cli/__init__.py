@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 from opforge import __version__
 from opforge.cli import build, ci, doctor, images, pins, recipes
-from opforge.cli.common import Command, err, settings_from
+from opforge.cli.common import Command, err, path_text, settings_from
 from opforge.errors import OpforgeError
 from opforge.report import report
 
@@ -66,7 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"opforge {__version__}")
     parser.add_argument(
-        "--project", metavar="DIR", help="project root (default: nearest dir with checksums.yaml)"
+        "--project",
+        type=path_text,
+        metavar="DIR",
+        help="project root (default: nearest dir with checksums.yaml)",
     )
     # Written by the container layer for the opforge it starts in a container (opforge.handoff).
     parser.add_argument("--handoff", metavar="JSON", help=argparse.SUPPRESS)

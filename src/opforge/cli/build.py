@@ -19,6 +19,7 @@ from opforge.cli.common import (
     image_flags_given,
     images,
     job_count,
+    path_text,
     project,
     resolved,
     usage_error,
@@ -158,6 +159,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_image_flags(test)
     test.add_argument(
         "--junit-dir",
+        type=path_text,
         metavar="DIR",
         help="write each target's JUnit XML report to DIR/TARGET.xml (pytest's --junitxml)",
     )
@@ -175,5 +177,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     install.add_argument(
         "--profile", choices=PROFILES, default="cpu", help="build profile (default: cpu)"
     )
-    install.add_argument("--target", metavar="DIR", help="install into DIR instead of this env")
+    install.add_argument(
+        "--target", type=path_text, metavar="DIR", help="install into DIR instead of this env"
+    )
     install.set_defaults(func=cmd_dist_install)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from opforge.ci.matrix import Matrix, load_matrix
 from opforge.ci.workflow import WORKFLOW_PATH
-from opforge.cli.common import project, resolved
+from opforge.cli.common import path_text, project, resolved
 from opforge.settings import Settings
 
 
@@ -69,11 +69,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     render.set_defaults(func=cmd_render)
     run = actions.add_parser("run-cell", help="run one cell with the workflow's own commands")
     run.add_argument("cell", metavar="CELL", help="a cell id from `opforge ci list`")
-    run.add_argument("--junit-dir", default="reports", help="JUnit XML reports (default: reports)")
-    run.add_argument("--image-cache", help="load/save opforge's images here (the CI cache)")
+    run.add_argument(
+        "--junit-dir",
+        type=path_text,
+        default="reports",
+        metavar="DIR",
+        help="JUnit XML reports (default: reports)",
+    )
+    run.add_argument(
+        "--image-cache",
+        type=path_text,
+        metavar="DIR",
+        help="load/save opforge's images here (the CI cache)",
+    )
     run.add_argument("--dry-run", action="store_true", help="print the commands only")
     run.set_defaults(func=cmd_run_cell)
     report = actions.add_parser("report", help="one table from the cells' JUnit XML reports")
-    report.add_argument("reports", help="folder holding the reports (one sub-folder per cell)")
+    report.add_argument(
+        "reports",
+        type=path_text,
+        metavar="DIR",
+        help="folder holding the reports (one sub-folder per cell)",
+    )
     report.add_argument("--format", choices=["terminal", "markdown"], default="terminal")
     report.set_defaults(func=cmd_report)

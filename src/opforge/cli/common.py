@@ -84,6 +84,14 @@ def count(text: str) -> int:
     return value
 
 
+def path_text(text: str) -> str:
+    """An argument type: a path, not blank (further on, an empty one would read as "not
+    given", and the default used in its place)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give a path")
+    return text
+
+
 def positive(kind: type, most: float | None = None) -> Callable[[str], float | int]:
     """An argument type: a number of ``kind`` above 0 (and at most ``most``, when given)."""
 
@@ -117,10 +125,14 @@ def add_fetch_options(parser: argparse.ArgumentParser, pins_file: bool = True) -
     """The download flags: pins file, cache, offline, retries, deadline, size cap."""
     if pins_file:
         parser.add_argument(
-            "--pins", metavar="FILE", help="pins file (default: checksums.yaml at the project root)"
+            "--pins",
+            type=path_text,
+            metavar="FILE",
+            help="pins file (default: checksums.yaml at the project root)",
         )
     parser.add_argument(
         "--cache",
+        type=path_text,
         metavar="DIR",
         help=f"download cache (default: $OPFORGE_CACHE or {default_cache_dir()})",
     )
@@ -173,6 +185,7 @@ def add_image_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--extra-ca",
+        type=path_text,
         metavar="PEM",
         help="CA bundle pip trusts while building, a PEM file of at most 2 MiB "
         "(default: $OPFORGE_EXTRA_CA, else $PIP_CERT)",
@@ -187,6 +200,7 @@ def add_image_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--find-links",
         action="append",
+        type=path_text,
         metavar="DIR",
         help="local wheel folder for the image's pip, repeatable (default: $PIP_FIND_LINKS)",
     )

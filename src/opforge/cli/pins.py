@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from opforge.cli.common import add_fetch_options, fetcher, positive, project
+from opforge.cli.common import add_fetch_options, fetcher, path_text, positive, project
 from opforge.errors import PinError
 from opforge.pins.cache import CacheState
 from opforge.pins.install import install_wheels
@@ -147,6 +147,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     fetch.add_argument(
         "--dest",
+        type=path_text,
         metavar="DIR",
         help="also place the verified files in DIR under their own names (e.g. to pip install)",
     )
@@ -162,7 +163,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "install", help="pip-install wheel pins, sha256-verified and without dependencies"
     )
     install.add_argument("names", nargs="+", metavar="NAME", help="wheel pins to install")
-    install.add_argument("--target", metavar="DIR", help="install into DIR instead of this env")
+    install.add_argument(
+        "--target", type=path_text, metavar="DIR", help="install into DIR instead of this env"
+    )
     add_fetch_options(install)
     install.set_defaults(func=cmd_install)
     update = actions.add_parser(

@@ -168,10 +168,29 @@ def _write_context(
         (ctx / f"packages-{kind}.txt").write_text(text)
         record(f"packages-{kind}", text.encode())
 
-    for folder in spec.find_links:
-        for wheel in sorted(Path(folder).glob("*.whl")):
-            _link_or_copy(wheel, ctx / "wheels" / wheel.name)
-            record(f"wheel:{wheel.name}", hash_file(wheel)["sha256"].encode())
+    for wheel in find_links_wheels(spec.find_links):
+        _link_or_copy(wheel, ctx / "wheels" / wheel.name)
+        record(f"wheel:{wheel.name}", hash_file(wheel)["sha256"].encode())
     (ctx / "extra-ca.pem").write_bytes(ca)
     record("extra-ca", ca)
     return digest.hexdigest()
+
+
+def find_links_wheels(folders: tuple[Path, ...]) -> list[Path]:
+    """The wheels of the ``--find-links`` folders, each a regular file (a pipe named like a
+    wheel would hold the hashing up for ever); raises for a folder that is not one."""
+    wheels = []
+    for folder in folders:
+        if not Path(folder).is_dir():
+            raise ConfigError(
+                f"--find-links {folder}: not a folder",
+                hint="give a folder of wheels, or leave the flag out",
+            )
+        for wheel in sorted(Path(folder).glob("*.whl")):
+            if not wheel.is_file():
+                raise ConfigError(
+                    f"--find-links {folder}: {wheel.name} is not a regular file",
+                    hint="remove it from the folder, or give another folder",
+                )
+            wheels.append(wheel)
+    return wheels

@@ -2,17 +2,17 @@
 write part of its code, so their source files are part of the target's input fingerprint.
 
 A generator is the project's code or opforge's own (``opforge.kernels``, which the CMake
-projects run as ``python -m opforge.kernels``): a module with source files, found by the
-interpreter running opforge in the project or in the opforge package. A standard-library or
-third-party module generates nothing for a build; naming one would fingerprint files unrelated
-to it, or none at all (a built-in or frozen module has no file).
+projects run as ``python -m opforge.kernels``): a module with source files, found at the
+project's root or as the interpreter running opforge finds it (the opforge package). A
+standard-library or third-party module generates nothing for a build; naming one would
+fingerprint files unrelated to it, or none at all (a built-in or frozen module has no file).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
-from importlib.machinery import ModuleSpec
+from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
 from opforge.errors import RecipeError
@@ -25,7 +25,22 @@ _HINT = (
 )
 
 
-def _find(name: str) -> ModuleSpec | None:
+def _find(name: str, root: Path) -> ModuleSpec | None:
+    """``name``'s spec: in project ``root`` first, walking its packages without importing
+    them, then as the interpreter finds it. (Found through ``sys.path`` alone, a project
+    module was there for `python -m opforge` started at the root, and not for the `opforge`
+    script, or from another folder.)"""
+    path: list[str] | None = [str(root)]
+    parts = name.split(".")
+    for i in range(len(parts)):
+        spec = PathFinder.find_spec(".".join(parts[: i + 1]), path)
+        if spec is None:
+            break
+        path = spec.submodule_search_locations
+        if i == len(parts) - 1:
+            return spec
+        if path is None:
+            break
     try:
         return importlib.util.find_spec(name)
     # Finding a submodule imports its parent packages, whose own code may raise anything.
@@ -68,7 +83,7 @@ def generator_files(name: str, root: Path, where: str) -> dict[str, Path]:
     # The top-level package first, which finding does not import: a module outside the
     # project and opforge is refused before any code of it runs.
     for part in dict.fromkeys((top, name)):
-        spec = _find(part)
+        spec = _find(part, root)
         if spec is None:
             raise RecipeError(f"{where}: no Python module {name!r} in {sys.executable}", hint=_HINT)
         problem = _problem(spec, places)
