@@ -28,6 +28,7 @@ class ServedFile:
     stall_after: int | None = None  # send this many bytes, then hold the line silent
     length_header: str | None = None  # sent as Content-Length; the body ends when the line closes
     trickle_headers_s: float = 0.0  # a header line sent a byte at a time, never ended
+    redirect_to: str | None = None  # answered with a 302 to this Location
     served: int = 0
 
 
@@ -86,6 +87,12 @@ def _file_handler(state: FileServer) -> type[http.server.BaseHTTPRequestHandler]
                 return
             if served.trickle_headers_s:
                 self._trickle_headers(served.trickle_headers_s)
+                return
+            if served.redirect_to is not None:
+                self.send_response(302)
+                self.send_header("Location", served.redirect_to)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
                 return
             body, start = served.body, 0
             header = self.headers.get("Range")

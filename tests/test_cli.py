@@ -235,6 +235,18 @@ def test_doctor_shows_which_tools_a_build_will_use_and_why(tmp_path):
         assert cmake.origin == "this Python's environment"
 
 
+def test_a_tool_whose_version_query_fails_is_no_tool(tmp_path):
+    # `CUDACXX=/bin/false` showed as "nvcc ok Written by Jim Meyering", and a build took it.
+    result = run("doctor", env={"CUDACXX": "/bin/false"})
+    row = next(line for line in result.stdout.splitlines() if line.split()[0] == "nvcc")
+    assert "Meyering" not in row and "not found" in row
+    from opforge.build.toolchain import require_tool
+    from opforge.errors import ToolMissing
+
+    with pytest.raises(ToolMissing, match=r"\$CUDACXX=/bin/false does not run as nvcc"):
+        require_tool("nvcc", "to build", "/bin/false")
+
+
 def test_a_test_command_whose_module_is_missing_is_one_clear_error(tmp_path):
     _one_target_project(tmp_path, "[python, -m, no_such_test_runner_xyz]")
     result = run("test", cwd=tmp_path)
@@ -342,6 +354,34 @@ def test_an_empty_path_is_refused_not_read_as_the_default(tmp_path, argv):
     assert result.returncode == 2
     assert_user_error(result, f"argument {argv[-2]}: is empty; give a path")
     assert list(tmp_path.iterdir()) == []
+
+
+def _opforge_into(output: object, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "opforge", *argv],
+        cwd=REPO,
+        stdout=output,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("argv", [["recipes", "list"], ["doctor"], ["--help"], ["--version"]])
+def test_output_that_cannot_be_written_is_one_line_not_a_traceback(argv):
+    with open("/dev/full", "w") as full:
+        result = _opforge_into(full, *argv)
+    assert result.returncode == 1
+    assert_user_error(result, "cannot write the output: No space left on device")
+
+
+def test_output_into_a_pipe_closed_by_its_reader_is_no_error():
+    # As `opforge recipes list | head -0`: the reader is gone before anything is written.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    with os.fdopen(write_end, "w") as pipe:
+        result = _opforge_into(pipe, "recipes", "list")
+    assert result.returncode == 0 and result.stderr == ""
 
 
 def test_a_missing_command_is_one_line_with_a_hint():

@@ -14,12 +14,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from opforge.doctor import proxies_check
+from opforge.doctor import _ca_bundle, proxies_check
 from opforge.errors import ConfigError, DigestMismatch, OfflineMiss, PinError
 from opforge.pins.cache import ContentCache
 from opforge.pins.fetch import Fetcher, FetchSettings
 from opforge.pins.model import Pin
 from opforge.proxies import proxy_conflicts, proxy_environment
+from opforge.settings import ca_bundle_problem
 from tests.conftest import sha256, write_pins
 
 BODY = os.urandom(300_000)
@@ -203,6 +204,27 @@ def test_the_lower_case_proxy_variable_wins_everywhere_as_requests_reads_it(
     assert proxy_environment({"HTTP_PROXY": proxy_url, "http_proxy": ""}) == {}
 
 
+def test_a_ca_bundle_with_no_certificate_is_named_before_connecting(file_server, cache, tmp_path):
+    # TLS then failed with "set REQUESTS_CA_BUNDLE to your CA bundle": the variable was set,
+    # and doctor said ok.
+    bundle = tmp_path / "bundle.pem"
+    bundle.write_text("not a certificate\n")
+    pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    for path, problem in (
+        (str(bundle), "holds no PEM certificate"),
+        ("/dev/null", "is neither a file nor a folder"),
+        (str(tmp_path / "none.pem"), "does not exist"),
+    ):
+        fetcher = Fetcher(cache, settings=FetchSettings(ca_bundle=path))
+        with pytest.raises(PinError, match=rf"cannot download .*: CA bundle {path} .*{problem}"):
+            fetcher.fetch(_pin("blob", file_server.add("/blob.bin", BODY)))
+        assert not _ca_bundle(path).ok and problem in _ca_bundle(path).detail
+    assert file_server.log == []
+    bundle.write_text("# corporate\n" + "x" * 200_000 + "\n" + pem)
+    assert ca_bundle_problem(str(bundle)) is None
+    assert ca_bundle_problem(str(tmp_path)) is None, "a folder of certificates"
+
+
 def test_no_proxy_bypasses_the_proxy(file_server, fetcher, proxy, monkeypatch):
     seen, proxy_url = proxy
     url = file_server.add("/blob.bin", BODY)
@@ -246,6 +268,29 @@ def test_concurrent_fetches_of_one_pin_download_it_once(file_server, cache):
     assert _cache_files(cache) == [f"sha256/{pin.sha256[:2]}/{pin.sha256}"]
 
 
+@pytest.mark.parametrize("kind", ["link", "folder", "pipe"])
+def test_a_partial_name_taken_by_something_else_is_named(
+    file_server, fetcher, cache, tmp_path, kind
+):
+    # The error blamed the cache folder ("cannot write to cache directory"), or, for a pipe,
+    # the download went into it and hung.
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    pin = _pin("blob", file_server.add("/blob.bin", BODY))
+    cache.ensure()
+    part = cache.tmp / f"{pin.sha256}.part"
+    {
+        "link": lambda: part.symlink_to(victim),
+        "folder": part.mkdir,
+        "pipe": lambda: os.mkfifo(part),
+    }[kind]()
+    with pytest.raises(ConfigError, match=rf"cache entry {part} is not a regular file") as info:
+        fetcher.fetch(pin)
+    assert info.value.hint.startswith(f"remove it (rm -r {part})")
+    assert victim.read_text() == "keep"
+    assert file_server.log == []
+
+
 def test_a_resumed_partial_that_does_not_match_is_downloaded_again(file_server, fetcher, cache):
     pin = _pin("blob", file_server.add("/blob.bin", BODY))
     cache.ensure()
@@ -273,6 +318,34 @@ def test_the_time_budget_ends_a_server_that_trickles_its_headers(file_server, ca
     with pytest.raises(PinError, match=r"pin blob: .* ran out of its time budget"):
         patient.fetch(pin)
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("location", "reason"),
+    [
+        ("file:///etc/passwd", "redirected to a URL that is not http:// or https://"),
+        ("/loop", r"redirect loop \(more than 30 redirects\)"),
+    ],
+)
+def test_a_redirect_nothing_can_follow_fails_at_once(file_server, cache, location, reason):
+    # Retried as "transfer interrupted (InvalidSchema)" / "(TooManyRedirects)", five times.
+    said: list[str] = []
+    fetcher = Fetcher(cache, settings=FetchSettings(retries=4, backoff=0.01), log=said.append)
+    file_server.add("/loop", b"", redirect_to="/loop")
+    url = file_server.add("/blob.bin", BODY, redirect_to=location)
+    with pytest.raises(PinError, match=rf"pin blob: download failed \(.*/blob\.bin: {reason}\)"):
+        fetcher.fetch(_pin("blob", url))
+    assert said == [], "not retried"
+    assert len(file_server.requests_for("/blob.bin")) == 1
+
+
+def test_a_host_name_no_resolver_takes_is_refused_with_the_pins_file():
+    from opforge.pins.model import url_problem
+
+    for url in (f"http://{'x' * 70}.example/f", "http://a..b/f"):
+        assert "has an empty part or one over 63 characters" in url_problem(url)
+    assert url_problem("http://bücher.example/f") is None
+    assert url_problem("http://[::1]:8080/f") is None
 
 
 def test_a_mirror_serving_other_bytes_is_passed_over_for_the_next(file_server, cache):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,6 +199,41 @@ def resolve_settings(
 def ca_bundle_problem(path: str | None) -> str | None:
     """What is wrong with the CA bundle downloads trust (REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE),
     which requests refuses to start a download with; None when it is fine or unset."""
-    if path is not None and not os.path.exists(path):
-        return f"{path} (REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE) does not exist"
+    if path is None:
+        return None
+    named = f"{path} (REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE)"
+    if not os.path.exists(path):
+        return f"{named} does not exist"
+    if os.path.isdir(path):
+        return None
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat below refuses it.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"{named}: {exc.strerror}"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return f"{named} is neither a file nor a folder"
+        # Without one, TLS fails with a message that blames the server's certificate.
+        if not _holds_pem_certificate(fd):
+            return f"{named} holds no PEM certificate"
+    except OSError as exc:
+        return f"{named}: {exc.strerror}"
+    finally:
+        os.close(fd)
     return None
+
+
+def _holds_pem_certificate(fd: int) -> bool:
+    """Whether the file open at ``fd`` holds a PEM certificate in its first 16 MiB (a system
+    bundle is about 220 KB)."""
+    marker = b"-----BEGIN CERTIFICATE-----"
+    seen = b""
+    for _ in range(256):
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return False
+        seen = seen[-len(marker) :] + chunk
+        if marker in seen:
+            return True
+    return False

@@ -91,18 +91,21 @@ def _version_line(name: str, output: str) -> str:
 @functools.cache
 def find_tool(name: str, override: str | None = None) -> Tool | None:
     """Locate ``name`` (``override``: the value of its variable, ``TOOL_VARIABLES``) and read its
-    version once per process; ``None`` when absent."""
+    version once per process; ``None`` when absent, or when ``--version`` fails (``/bin/false``
+    given as the compiler is no compiler)."""
     located = _locate(name, override)
     if located is None:
         return None
     path, origin = located
     try:
-        out = subprocess.run(
+        ran = subprocess.run(
             [path, "--version"], capture_output=True, text=True, timeout=30, check=False
-        ).stdout
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return Tool(name, Path(path), _version_line(name, out), origin)
+    if ran.returncode != 0:
+        return None
+    return Tool(name, Path(path), _version_line(name, ran.stdout), origin)
 
 
 def require_tool(name: str, why: str, override: str | None = None) -> Tool:
@@ -114,7 +117,8 @@ def require_tool(name: str, why: str, override: str | None = None) -> Tool:
     if override:
         variable = TOOL_VARIABLES[name]
         raise ToolMissing(
-            f"{name}: ${variable}={override} is not an executable ({why})",
+            f"{name}: ${variable}={override} does not run as {name} (not an executable, or "
+            f"`--version` failed; {why})",
             hint=f"point {variable} at the {name} to use, or unset it",
         )
     where = "on PATH"

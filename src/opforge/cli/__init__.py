@@ -4,10 +4,11 @@ package; here the parser is assembled and errors become one readable line."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn, TextIO
 
 from opforge import __version__
 from opforge.cli import build, ci, doctor, images, pins, recipes
@@ -81,10 +82,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors become one line (plus a hint) and a non-zero exit."""
-    args = build_parser().parse_args(argv)
-    func: Command = args.func
+    output = sys.stdout
+    sys.stdout = _Output(output)
     try:
-        return func(args, settings_from(args, os.environ))
+        args = build_parser().parse_args(argv)
+        func: Command = args.func
+        code = func(args, settings_from(args, os.environ))
+        sys.stdout.flush()  # a write that fails fails here, not in a traceback at exit
+        return code
+    except _OutputFailed as exc:
+        # The output's own failure (a full disk, `> /dev/full`): said in one line.
+        _drop_output()
+        report(exc)
+        return 1
+    except SystemExit:
+        # --help and --version print, then exit: flushed here, where a failure can still be
+        # said in one line.
+        try:
+            sys.stdout.flush()
+        except _OutputFailed as exc:
+            _drop_output()
+            report(exc)
+            return 1
+        raise
     except OpforgeError as exc:
         report(exc)
         return exc.exit_code
@@ -93,5 +113,47 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # Output piped into `head` and friends: not an error worth a traceback.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _drop_output()
         return 0
+    finally:
+        sys.stdout = output
+
+
+class _OutputFailed(OpforgeError):
+    """Writing to stdout failed (not a closed pipe)."""
+
+
+class _Output:
+    """stdout, its write failures raised as ``_OutputFailed``; the rest passed through."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        with self._failures():
+            return self._stream.write(text)
+
+    def flush(self) -> None:
+        with self._failures():
+            self._stream.flush()
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        try:
+            yield
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _OutputFailed(
+                f"cannot write the output: {exc.strerror}",
+                hint="write it where there is room, or pipe it elsewhere",
+            ) from None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+def _drop_output() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of what could not be
+    written does not fail again at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

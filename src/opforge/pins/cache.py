@@ -60,6 +60,14 @@ def _kind(mode: int) -> str:
     return "special file"
 
 
+def _not_a_partial(path: Path) -> ConfigError:
+    """The error for a partial download's name taken by a link, a folder or a pipe."""
+    return ConfigError(
+        f"cache entry {path} is not a regular file",
+        hint=f"remove it (rm -r {path}); it holds no download of opforge's",
+    )
+
+
 class ContentCache:
     """The on-disk cache rooted at ``root``."""
 
@@ -256,12 +264,17 @@ class ContentCache:
         waited = False
         while True:
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
             except OSError as exc:
+                if path.is_symlink() or path.exists():
+                    raise _not_a_partial(path) from None
                 raise ConfigError(
                     f"cannot write to cache directory {self.tmp}: {exc.strerror}",
                     hint=_WRITABLE_HINT,
                 ) from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise _not_a_partial(path)  # a pipe would take the download and hang it
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

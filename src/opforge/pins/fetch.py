@@ -582,6 +582,12 @@ class Fetcher:
                 self._session().get(url, stream=True, timeout=timeout, headers=headers) as response,
             ):
                 self._receive(pin, response, temp, have, limit, budget)
+        except requests.exceptions.TooManyRedirects:
+            raise _Permanent("redirect loop (more than 30 redirects)") from None
+        except requests.exceptions.InvalidSchema:
+            raise _Permanent("redirected to a URL that is not http:// or https://") from None
+        except (requests.exceptions.InvalidURL, urllib3.exceptions.LocationValueError):
+            raise _Permanent("not a valid URL (the pin's, or one it redirected to)") from None
         except requests.exceptions.ConnectionError as exc:
             budget.check()
             raise _Transient(_describe_connection_error(url, exc)) from None

@@ -95,6 +95,11 @@ def url_problem(url: object) -> str | None:
         return f"not a valid URL ({exc})"
     if not parts.hostname:
         return "no host in the URL"
+    if ":" not in parts.hostname:
+        try:
+            parts.hostname.encode("idna")
+        except UnicodeError:
+            return f"host {parts.hostname!r} has an empty part or one over 63 characters"
     return None
 
 
