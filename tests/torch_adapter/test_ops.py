@@ -384,6 +384,34 @@ def test_forward_mode_without_a_rule_raises_naming_the_op(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_functionalize_runs_the_op_alone_and_refuses_it_with_gradients_or_vmap(device):
+    # torch has no functionalisation rule for an autograd.Function: every op with a backward
+    # failed with torch's "NYI: Functionalize rule for custom_function_call".
+    from torch.func import functionalize, grad, vmap
+
+    x = torch.randn(3, 4, device=device)
+    same = torch.testing.assert_close
+    same(functionalize(lambda a: ot.softmax(a, 0))(x), torch.softmax(x, 0))
+    same(
+        functionalize(lambda a: ot.layer_norm(a, (4,)))(x),
+        torch.nn.functional.layer_norm(x, (4,)),
+    )
+    y = x.clone().requires_grad_()
+    (functionalize(lambda a: ot.gelu(a))(y) * x).sum().backward()
+    z = x.clone().requires_grad_()
+    (torch.nn.functional.gelu(z) * x).sum().backward()
+    same(y.grad, z.grad)
+    message = r"^opforge::(softmax|gelu): torch\.func\.functionalize is supported only around"
+    for transformed in (
+        lambda: grad(functionalize(lambda a: ot.gelu(a).sum()))(x),
+        lambda: functionalize(grad(lambda a: ot.gelu(a).sum()))(x),
+        lambda: vmap(functionalize(lambda a: ot.softmax(a, 0)))(x),
+    ):
+        with pytest.raises(RuntimeError, match=message):
+            transformed()
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_double_backward_raises_naming_the_op(device):
     x = torch.randn(3, 5, device=device, requires_grad=True)
     (gx,) = torch.autograd.grad((ot.softmax(x, -1) * x.detach()).sum(), x, create_graph=True)

@@ -133,6 +133,106 @@ def test_a_number_given_to_a_compiled_2_byte_add_or_mul_is_read_as_torch_reads_i
             assert torch.equal(compiled(x, number), reference(x, number)), (helper, number)
 
 
+@pytest.mark.parametrize("default", [torch.float16, torch.bfloat16])
+def test_two_numbers_under_a_2_byte_default_dtype_are_torchs(default):
+    # mul crashed (AttributeError: 'float' object has no attribute 'to') folding the second
+    # number while the first was no tensor.
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(default)
+    try:
+        for a, b in ((0.1, 0.1), (2, 0.5), (True, 0.5), (0.3, 3), (0.1, 0.2)):
+            for ours, theirs in ((ot.mul, torch.mul), (ot.add, torch.add)):
+                same(ours(a, b), theirs(a, b), rtol=0, atol=0)
+    finally:
+        torch.set_default_dtype(previous)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_0_d_tensor_alpha_past_the_dtype_is_refused_as_a_number_is(device):
+    # It was never range-checked: rounded to float16 on CPU it became inf, silently.
+    h = torch.tensor([1.0, -2.0, 0.5], device=device, dtype=torch.half)
+    # torch's CUDA kernel takes alpha in float32, its CPU one in the dtype.
+    alphas = [torch.tensor(1e40, dtype=torch.float64)]
+    if device == "cpu":
+        alphas.append(torch.tensor(70000.0))
+    for alpha in alphas:
+        with pytest.raises(RuntimeError):
+            torch.add(h, h, alpha=alpha)
+        with pytest.raises(RuntimeError, match=r"^opforge\.torch\.add: alpha .* does not fit"):
+            ot.add(h, h, alpha=alpha)
+    same(ot.add(h, h, alpha=torch.tensor(2.0)), torch.add(h, h, alpha=torch.tensor(2.0)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_softmax_refuses_a_dtype_argument_it_cannot_compute_naming_it(device):
+    # The refusal named x's dtype as if the caller's float32 input were float64.
+    x = torch.randn(3, device=device)
+    for dtype in (torch.float64, torch.int32):
+        with pytest.raises(
+            NotImplementedError,
+            match=rf"^opforge\.torch\.softmax: dtype={str(dtype)[6:]} is not supported: pass",
+        ):
+            ot.softmax(x, 0, dtype=dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_empty_inputs_with_a_huge_other_dim_cost_nothing(device):
+    # The CPU reference laid out an offset per element of a row even with no rows: a (0, 2^40)
+    # layer_norm never finished, a (0, 2^24) one took half a second and gigabytes.
+    n = 2**40
+    for ours, theirs in (
+        (lambda t: ot.layer_norm(t, (n,)), lambda t: torch.nn.functional.layer_norm(t, (n,))),
+        (lambda t: ot.rms_norm(t, (n,)), lambda t: torch.nn.functional.rms_norm(t, (n,))),
+    ):
+        x = torch.empty(0, n, device=device)
+        same(ours(x), theirs(x))
+    x = torch.empty(0, 2**20, device=device, requires_grad=True)
+    w = torch.ones(2**20, device=device, requires_grad=True)
+    ot.layer_norm(x, (2**20,), w).sum().backward()
+    assert w.grad is not None and not w.grad.any(), "a sum over no rows is 0"
+    wide = torch.empty(2**40, 0, device=device)
+    empty = torch.empty(0, device=device)
+    for training in (True, False):
+        same(
+            ot.batch_norm(wide, empty, empty, training=training),
+            torch.nn.functional.batch_norm(wide, empty, empty, training=training),
+        )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape", [(0, 3, 2, 2, 2), (2, 0, 2, 2, 2), (2, 3, 0, 2, 2)])
+def test_training_batch_norm_of_an_empty_5_d_input_is_torchs(device, shape):
+    x = torch.empty(shape, device=device)
+    same(
+        ot.batch_norm(x, None, None, training=True),
+        torch.nn.functional.batch_norm(x, None, None, training=True),
+    )
+    one = torch.randn(1, 3, 1, 1, 1, device=device)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        torch.nn.functional.batch_norm(one, None, None, training=True)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        ot.batch_norm(one, None, None, training=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_parameter_of_a_dtype_the_stable_abi_lacks_is_refused_naming_it(device):
+    # bits16 weights failed in LibTorch ("Not yet supported ScalarType 22", a header's path),
+    # float8 ones as "unsupported (DLPack code 3)".
+    x = torch.randn(2, 3, device=device)
+    for weight in (
+        torch.zeros(3, dtype=torch.uint16, device=device).view(torch.bits16),
+        torch.zeros(3, device=device).to(torch.float8_e4m3fn),
+    ):
+        name = str(weight.dtype).removeprefix("torch.")
+        for call, args in (
+            (ot.layer_norm, (x, (3,), weight)),
+            (ot.rms_norm, (x, (3,), weight)),
+            (ot.batch_norm, (x, None, None, weight, None, True)),
+        ):
+            with pytest.raises(RuntimeError, match=rf"^opforge::\w+: weight must be .*got {name}$"):
+                call(*args)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_gradient_of_a_2_byte_mul_by_a_number_is_torchs(device):
     for number in (1e-8, 7e4, 0.1):

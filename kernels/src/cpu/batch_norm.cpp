@@ -141,6 +141,9 @@ opforge_status batch_norm(const ops::BatchNorm& args) {
   bn.momentum = args.momentum;
   bn.eps = args.eps;
   set_batch_norm_shape(*args.x, bn);
+  // No channel: nothing to write, and the per-position offsets of an (N, 0) input need not be
+  // laid out.
+  if (bn.c == 0) return OPFORGE_OK;
   if (args.training) {
     batch_norm_forward_training(bn);
   } else {
@@ -160,6 +163,7 @@ opforge_status batch_norm_backward(const ops::BatchNormBackward& args) {
   bn.dweight = args.dweight;
   bn.dbias = args.dbias;
   set_batch_norm_shape(*args.x, bn);
+  if (bn.c == 0) return OPFORGE_OK;  // as the forward: every output is empty
   batch_norm_backward(bn, args.training);
   return OPFORGE_OK;
 }

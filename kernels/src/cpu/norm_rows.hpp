@@ -20,6 +20,13 @@ inline std::vector<int64_t> trailing_offsets(const Tensor& t, size_t k) {
   return offsets;
 }
 
+// The number of rows of `t`: the product of its leading dims (all but the trailing `k`).
+inline int64_t rows_of(const Tensor& t, size_t k) {
+  int64_t rows = 1;
+  for (size_t i = 0; i + k < t.shape.size(); ++i) rows *= t.shape[i];
+  return rows;
+}
+
 // The strides of the leading dims of `t` (all but the trailing `k`).
 inline std::vector<int64_t> leading_strides(const Tensor& t, size_t k) {
   return std::vector<int64_t>(t.strides.begin(), t.strides.end() - k);
@@ -42,11 +49,18 @@ inline std::vector<double> param_values(const Tensor* p) {
 inline float& f32_ref(Tensor& t, int64_t offset) { return t.ptr<float>()[offset]; }
 inline double f32_value(const Tensor& t, int64_t offset) { return t.ptr<float>()[offset]; }
 
+// Every element of a float32 tensor set to 0, any strides.
+inline void fill_zeros(Tensor& t) {
+  for_each_index<1>(t.shape, -1, {&t.strides}, [&](const auto& o) { f32_ref(t, o[0]) = 0.0f; });
+}
+
 // y = (x - mean) * rstd * weight + bias (centered) or x * rstd * weight; mean and rstd per row.
 // With no element per row (n == 0) mean is 0 and rstd NaN, as PyTorch gives.
 template <bool kCentered>
 void norm_forward(const Tensor& x, size_t k, const Tensor* weight, const Tensor* bias, double eps,
                   Tensor& y, Tensor* mean, Tensor& rstd) {
+  // No rows: nothing to write, and the offsets of a (0, 2^26) input's rows need not be laid out.
+  if (rows_of(x, k) == 0) return;
   const std::vector<int64_t> ox = trailing_offsets(x, k), oy = trailing_offsets(y, k);
   const std::vector<double> w = param_values(weight), b = param_values(bias);
   const std::vector<int64_t> lead(x.shape.begin(), x.shape.end() - k);
@@ -87,6 +101,12 @@ template <bool kCentered>
 void norm_backward(const Tensor& dy, const Tensor& x, size_t k, const Tensor* mean,
                    const Tensor& rstd, const Tensor* weight, Tensor& dx, Tensor& dweight,
                    Tensor* dbias) {
+  if (rows_of(x, k) == 0) {
+    // The parameters' gradients are sums over no rows.
+    fill_zeros(dweight);
+    if (dbias != nullptr) fill_zeros(*dbias);
+    return;
+  }
   const std::vector<int64_t> ox = trailing_offsets(x, k), og = trailing_offsets(dy, k),
                              od = trailing_offsets(dx, k);
   const std::vector<double> w = param_values(weight);

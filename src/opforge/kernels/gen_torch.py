@@ -536,6 +536,7 @@ def _dispatch(op: Op) -> list[str]:
         lines.append(f"        if helper_needs_autograd({', '.join(tensors)}):")
         if updated:
             lines.append(f'            refuse_grad_of_updated("{op.name}", {{{updated}}})')
+        lines.append(f'            refuse_functionalize("{op.name}")')
         lines.append(f"            return _{op.class_name}.apply({', '.join(names)})")
     lines += [
         f"        return {call}({', '.join(names)})",
@@ -574,6 +575,7 @@ def python_source(table: OpTable) -> str:
         "    out_not_supported,",
         "    promote,",
         "    refuse_forward_mode,",
+        "    refuse_functionalize,",
         "    refuse_grad_of_updated,",
         "    refuse_lazy_bits,",
         "    refuse_nested_forward_mode,",

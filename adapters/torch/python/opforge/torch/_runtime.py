@@ -59,12 +59,24 @@ def helper_needs_autograd(*tensors: torch.Tensor | None) -> bool:
     Under torch.func always: a tensor that needs no gradient at this level may at a level under
     a vmap, where the dispatcher's Autograd kernel cannot apply the Function (torch.func's
     ``custom_function_call`` has no kernel there).
+    Under ``torch.func.functionalize`` alone only where a gradient is wanted (and then refused,
+    ``refuse_functionalize``): through the dispatcher, torch functionalises the op itself.
     """
     return (
         not _compiling()
         and _tracing() is None
-        and (_functorch_active() or needs_autograd(*tensors))
+        and ((_functorch_active() and not _functionalizing(only=True)) or needs_autograd(*tensors))
     )
+
+
+def _functionalizing(only: bool = False) -> bool:
+    """Whether ``torch.func.functionalize`` is on the transform stack (``only``: and no other
+    transform)."""
+    if not _functorch_active():
+        return False
+    keys = [i.key() for i in pyfunctorch.retrieve_all_functorch_interpreters()]
+    functionalize = [key == TransformType.Functionalize for key in keys]
+    return all(functionalize) if only else any(functionalize)
 
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -155,6 +167,7 @@ def autograd_kernel(
         if needs_autograd(*(args[i] for i in tensors)):
             if named:
                 refuse_grad_of_updated(op.name(), named)
+            refuse_functionalize(op.name().removeprefix("opforge::"))
             state = _tracing()
             if state is None:
                 return function.apply(*args)
@@ -254,6 +267,18 @@ def refuse_forward_mode(name: str) -> None:
         f"opforge::{name}: forward-mode AD (torch.func.jvp, jacfwd, torch.autograd.forward_ad) "
         "is not supported"
     )
+
+
+def refuse_functionalize(name: str) -> None:
+    """Raise under ``torch.func.functionalize`` (at any level of the transform stack): torch has
+    no functionalisation rule for an ``autograd.Function``, and its own error names neither the
+    op nor opforge."""
+    if _functionalizing():
+        raise OpforgeTransformError(
+            f"opforge::{name}: torch.func.functionalize is supported only around the op alone, "
+            "not with gradients or vmap: call the op outside it (torch.compile and torch.export "
+            "functionalise opforge's ops themselves)"
+        )
 
 
 def refuse_nested_forward_mode(name: str) -> None:
@@ -609,6 +634,7 @@ def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
     if (
         dtype in _HALF
         and not isinstance(b, torch.Tensor)
+        and isinstance(a, torch.Tensor)
         and (
             name == "mul"
             or (abs(float(b)) <= _FLOAT32_MAX and _read_unrounded(name, 1, b, dtype, device))
@@ -621,8 +647,11 @@ def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
         # the dtype holds gives the same product either way, and no check of it is needed.
         return a.to(dtype), float(b), None
     compute, cast = dtype, None
-    if dtype in _HALF and any(
-        _read_unrounded(name, i, v, dtype, device) for i, v in enumerate((a, b))
+    # Two numbers are two 0-d tensors of the default dtype to torch, each rounded to it.
+    if (
+        dtype in _HALF
+        and any(isinstance(v, torch.Tensor) for v in (a, b))
+        and any(_read_unrounded(name, i, v, dtype, device) for i, v in enumerate((a, b)))
     ):
         compute, cast = torch.float32, dtype
     a, b = (
@@ -738,14 +767,14 @@ def _typed(exc: RuntimeError, checks: Callable, args: tuple) -> Exception:
     except Exception as refusal:  # whatever they raise, exc stands unless it is the same words
         if str(refusal) == str(exc) and type(refusal) is not type(exc):
             return type(refusal)(str(exc))
-        if isinstance(refusal, NotImplementedError) and _UNNAMED_DTYPE.search(str(exc)):
-            return refusal  # the checks name the dtype the stable ABI could not
+        if _UNNAMED_DTYPE.search(str(exc)):
+            return refusal  # the checks name the dtype (and argument) the stable ABI could not
     return exc
 
 
 # A dtype DLPack has no code for (float8, complex32) reaches the library unnamed; one the stable
 # ABI has no conversion for (bits16) fails in LibTorch before opforge's code, naming neither.
-_UNNAMED_DTYPE = re.compile(r"dtype unsupported \(DLPack code \d+\)|Not yet supported ScalarType")
+_UNNAMED_DTYPE = re.compile(r"unsupported \(DLPack code \d+\)|Not yet supported ScalarType")
 
 
 def _shown(value) -> str:
@@ -835,6 +864,12 @@ def cast_first(function: str, tensor, dtype):
     if dtype is None:
         return tensor
     dtype = dtype_argument(function, dtype)
+    if dtype not in _FLOATING:
+        # The op's own check would name the cast tensor's dtype as the input's.
+        raise NotImplementedError(
+            f"opforge.torch.{function}: dtype={str(dtype).removeprefix('torch.')} is not "
+            "supported: pass torch.float32, torch.float16 or torch.bfloat16"
+        )
     return tensor.to(dtype) if isinstance(tensor, torch.Tensor) else tensor
 
 
@@ -909,6 +944,8 @@ def _alpha_kind(alpha) -> None:
 
 
 def _alpha_fits(alpha, operand: torch.Tensor) -> None:
+    if isinstance(alpha, torch.Tensor) and alpha.dim() == 0 and not alpha.is_complex():
+        alpha = alpha.item()  # torch converts a 0-d tensor alpha as the number it holds
     if not isinstance(alpha, numbers.Real) or not isinstance(operand, torch.Tensor):
         return
     if not operand.dtype.is_floating_point or not math.isfinite(alpha):
@@ -952,7 +989,7 @@ def channels_by_rest(x, training):
         )
     if not _flattened(x):
         return x
-    if training is True and x.numel() <= x.shape[1]:
+    if training is True and x.shape[0] * math.prod(x.shape[2:]) == 1:
         # The kernels' check would name the flattened shape.
         raise ValueError(
             "opforge.torch.batch_norm: training needs more than 1 value per channel, got input "
