@@ -58,6 +58,23 @@ def test_fetch_verify_list_through_the_cli(tmp_path, pins_file):
     assert "cached" in listed.stdout and "data.tar.gz" in listed.stdout
 
 
+def test_list_shows_a_cached_file_of_another_size_as_damaged(tmp_path, file_server):
+    # A truncated entry was listed as "cached"; pins verify removes it, pins fetch replaces it.
+    body = os.urandom(4_000)
+    url = file_server.add("/data.tar.gz", body)
+    pins = write_pins(
+        tmp_path / "pins.yaml",
+        f"pins:\n  data:\n    url: {url}\n    sha256: {sha256(body)}\n    size: {len(body)}\n",
+    )
+    cache = tmp_path / "cache"
+    assert run("pins", "fetch", "--pins", str(pins), "--cache", str(cache)).returncode == 0
+    entry = cache / "sha256" / sha256(body)[:2] / sha256(body)
+    entry.chmod(0o644)
+    entry.write_bytes(body[:10])
+    listed = run("pins", "list", "--pins", str(pins), "--cache", str(cache))
+    assert listed.stdout.split()[4] == "damaged", listed.stdout
+
+
 def test_verify_with_empty_cache_reports_missing(tmp_path, pins_file):
     result = run("pins", "verify", "--pins", str(pins_file), "--cache", str(tmp_path / "empty"))
     assert "data                   missing" in result.stdout

@@ -39,6 +39,19 @@ from tests.conftest import run_opforge
             "https://T0KEN@registry.example/@scope/pkg",
             "https://***@registry.example/@scope/pkg",
         ),
+        # Secrets in a query: signed mirror URLs, S3 presigned ones, API keys.
+        (
+            "sha256 mismatch for https://m.example/f.whl?token=abc123&v=2: expected",
+            "sha256 mismatch for https://m.example/f.whl?token=***&v=2: expected",
+        ),
+        (
+            "https://b.s3.example/f?X-Amz-Credential=AK%2F1&X-Amz-Signature=ff00#frag",
+            "https://b.s3.example/f?X-Amz-Credential=***&X-Amz-Signature=***#frag",
+        ),
+        (
+            "http://h/f?api_key=k1 and http://h/g?page=2",
+            "http://h/f?api_key=*** and http://h/g?page=2",
+        ),
     ],
 )
 def test_mask_credentials_in_text(text, masked):

@@ -83,7 +83,17 @@ def mask_credentials(text: str) -> str:
             _mask_after_scheme(text[match.end() : end], in_text=True),
             text[end:stop],
         ]
-    return _NO_SCHEME.sub(lambda m: f"{m['user']}:{MASK}@", "".join(pieces))
+    masked = _NO_SCHEME.sub(lambda m: f"{m['user']}:{MASK}@", "".join(pieces))
+    return _SECRET_PARAMETER.sub(lambda m: f"{m['name']}{MASK}", masked)
+
+
+# A query parameter that carries a secret: a signed mirror URL's token, an S3 presigned URL's
+# X-Amz-Signature and X-Amz-Credential, an API key.
+_SECRET_PARAMETER = re.compile(
+    r"(?P<name>[?&][\w.-]*(?:token|key|secret|passw(?:or)?d|pwd|sig|signature|credential|auth)"
+    r"[\w.-]*=)[^&#\s]+",
+    re.IGNORECASE,
+)
 
 
 def mask_url(value: str) -> str:

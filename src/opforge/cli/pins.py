@@ -42,12 +42,13 @@ def _pins(settings: Settings) -> PinSet:
 
 
 def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
-    """Print each pin with its size, digest and whether it is cached."""
+    """Print each pin with its size, digest and whether it is cached ("damaged": an entry of
+    another size or kind, which ``pins verify`` removes and ``pins fetch`` replaces)."""
     cache = fetcher(args, settings).cache
     for pin in _pins(settings).pins.values():
-        state = "cached" if cache.has(pin) else "-"
+        state = "cached" if cache.has(pin) else "damaged" if cache.holds_entry(pin) else "-"
         print(
-            f"{pin.name:<22} {_human_size(pin.size):>9}  {pin.sha256[:16]}  {state:<6}  {pin.filename}"
+            f"{pin.name:<22} {_human_size(pin.size):>9}  {pin.sha256[:16]}  {state:<7}  {pin.filename}"
         )
     return 0
 
@@ -171,6 +172,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     update = actions.add_parser(
         "update", help="re-download one pin and rewrite its digest (nothing else in the file)"
     )
-    update.add_argument("name", metavar="NAME")
+    update.add_argument(
+        "name", metavar="NAME", help="the pin to re-download (see `opforge pins list`)"
+    )
     add_fetch_options(update)
     update.set_defaults(func=cmd_update)

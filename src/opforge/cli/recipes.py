@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         func=cmd_list
     )
     show = actions.add_parser("show", help="print one recipe")
-    show.add_argument("name", metavar="NAME")
+    show.add_argument("name", metavar="NAME", help="a target (see `opforge recipes list`)")
     show.set_defaults(func=cmd_show)
     validate = actions.add_parser(
         "validate", help="check recipes against the schema, pins and graph"

@@ -165,11 +165,17 @@ class ContentCache:
         return self.blobs / pin.sha256[:2] / pin.sha256
 
     def has(self, pin: Pin) -> bool:
-        """True when a regular file is cached under ``pin``'s digest (not re-hashed)."""
+        """True when a regular file is cached under ``pin``'s digest, of the pin's size where it
+        records one (not re-hashed: ``verify`` does that)."""
         try:
-            return stat.S_ISREG(self.path_for(pin).lstat().st_mode)
+            info = self.path_for(pin).lstat()
         except OSError:
             return False
+        return stat.S_ISREG(info.st_mode) and pin.size in (None, info.st_size)
+
+    def holds_entry(self, pin: Pin) -> bool:
+        """True when anything at all sits at ``pin``'s place in the cache."""
+        return os.path.lexists(self.path_for(pin))
 
     def verify(self, pin: Pin) -> VerifyResult:
         """Check the cached file of ``pin`` (a regular file, its size, its digests).
