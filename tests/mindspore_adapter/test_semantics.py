@@ -674,3 +674,66 @@ def test_type_promotion_is_mindspores_per_function(name, a, b):
             getattr(ofm, name)(x, y)
         return
     assert getattr(ofm, name)(x, y).dtype == native
+
+
+def test_an_uninitialized_tensor_is_refused_as_mindspores_ops_refuse_it():
+    # PYNATIVE ran the kernels on whatever the tensor's memory held (add gave 1 for 1 + 1).
+    from mindspore.common.initializer import One
+
+    def fresh():
+        return Tensor(shape=(2, 3), dtype=mstype.float32, init=One())
+
+    for name, call_it in (
+        ("softmax", lambda t: ofm.softmax(t, -1)),
+        ("add", lambda t: ofm.add(t, 1.0)),
+        ("mul", lambda t: ofm.mul(2.0, t)),
+        ("layer_norm", lambda t: ofm.layer_norm(t, 3)),
+        ("gelu", ofm.gelu),
+    ):
+        with pytest.raises(
+            RuntimeError,
+            match=rf"^opforge\.mindspore\.{name}: (input|other) is uninitialized .*init_data\(\)",
+        ):
+            call_it(fresh())
+    initialized = fresh()
+    initialized.init_data()
+    same(ofm.add(initialized, 1.0), ops.add(initialized, 1.0))
+
+
+def _sum_add(m, x):
+    return m.add(x, x)
+
+
+def _softmax_last(m, x):
+    return m.softmax(x, -1)
+
+
+def _gelu(m, x):
+    return m.gelu(x)
+
+
+def _grad_with_sens(fn, module):
+    def forward(x):
+        return fn(module, x)
+
+    def grad(x, sens):
+        return ops.GradOperation(sens_param=True)(forward)(x, sens)
+
+    return grad
+
+
+@pytest.mark.parametrize("fn", [_sum_add, _softmax_last, _gelu])
+def test_a_sens_that_broadcasts_to_the_output_is_broadcast_in_graph_mode(fn, tmp_path, monkeypatch):
+    # With the context in GRAPH mode a bprop gets the sens as given (PYNATIVE's jit checks its
+    # shape first): add's gradient came back (3,) for a (2, 3) input, softmax's and gelu's
+    # backward kernels refused it in MindSpore's words.
+    monkeypatch.chdir(tmp_path)
+    x = f32(2, 3)
+    sens = Tensor(np.array([1.0, 2.0, 3.0], np.float32))
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        ours = ms.jit(_grad_with_sens(fn, ofm))(x, sens)
+        native = ms.jit(_grad_with_sens(fn, ops))(x, ops.broadcast_to(sens, (2, 3)))
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+    same(ours, native, rtol=1e-5, atol=1e-6)

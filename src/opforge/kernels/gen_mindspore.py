@@ -168,6 +168,8 @@ def _bprop(table: OpTable, op: Op) -> list[str]:
     lines = [f"def _{op.name}_bprop({params}):"]
     builders: list[str] = []
     multi = len(outs) + sum(a.mutable for a in op.tensors) > 1
+    if not multi:
+        lines.append("    dout = _rt.sens_like(dout, out)")
 
     def ref(source: str) -> str:
         if source in tensors:
@@ -495,6 +497,10 @@ def python_source(table: OpTable) -> str:
         "",
         "",
         "def _tensor_argument(fn, name, value, optional):",
+        # A Tensor made with init= and not yet initialised has no values: the kernel would read
+        # whatever its memory holds (GRAPH mode initialises its inputs; getattr is False there).
+        '    if isinstance(value, Tensor) and getattr(value, "has_init", False):',
+        "        return _rt.uninitialized(fn, name)",
         "    if isinstance(value, Tensor) or (value is None and optional):",
         "        return True",
         "    return _rt.refuse(",

@@ -167,6 +167,17 @@ def refuse(fn: str, message: str) -> bool:
 
 
 @ops.constexpr
+def uninitialized(fn: str, name: str) -> bool:
+    """Raise RuntimeError, as MindSpore's own ops do, for a Tensor created with ``init=`` whose
+    values were never made (``Tensor.init_data``)."""
+    raise _fail(
+        fn,
+        f"{name} is uninitialized (a Tensor created with init=): call {name}.init_data() first",
+        RuntimeError,
+    )
+
+
+@ops.constexpr
 def no_derivative(fn: str, functions: str, backward: str) -> bool:
     """Refuse to differentiate ``backward``, an op the table gives no derivative of: MindSpore's
     forward mode (``ops.jvp``, a gradient of the gradient taken twice) and gradients of
@@ -384,6 +395,15 @@ def attrs_for(op: str, given: dict) -> Tensor:
     return _attribute_tensor(_encoding.encode(items))
 
 
+def sens_like(dout: Tensor, out: Tensor) -> Tensor:
+    """An op's output gradient in its output's shape. GRAPH mode hands a bprop the sens as
+    given (``ops.GradOperation(sens_param=True)``); MindSpore's own bprops broadcast a smaller
+    one, and a backward kernel would refuse it, or a sum to an input's shape miss it."""
+    if dout.shape == out.shape:
+        return dout
+    return ops.broadcast_to(dout, out.shape)
+
+
 @ops.constexpr
 def sum_axes(grad_shape, shape):
     """The axes over which a gradient of ``grad_shape`` sums to an input of ``shape``."""
@@ -539,6 +559,10 @@ def promote(fn: str, a, b, zero_dim_as_number: bool = False) -> tuple:
     a, b = _number(a), _number(b)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         _no_tensor(fn, a, b)
+    if isinstance(a, Tensor) and getattr(a, "has_init", False):
+        uninitialized(fn, "input")
+    if isinstance(b, Tensor) and getattr(b, "has_init", False):
+        uninitialized(fn, "other")
     # GRAPH mode: a number known only at run time (mindspore.mutable) has no value to promote by.
     constant_scalars(
         fn,
