@@ -418,6 +418,21 @@ def test_an_unknown_option_before_the_command_is_named():
     assert_user_error(missing, "the following arguments are required: ACTION")
 
 
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["recipes", "list", "--bogus"], "opforge recipes list"),
+        (["pins", "fetch", "x", "--bogus"], "opforge pins fetch"),
+        (["--bogus", "doctor"], "opforge"),
+    ],
+)
+def test_an_unknown_option_is_hinted_at_the_help_of_the_command_it_follows(argv, command):
+    # argparse reports leftovers from the top-level parser, whose help lists no such option.
+    result = run(*argv)
+    assert_user_error(result, "unrecognized arguments: --bogus")
+    assert result.stderr.splitlines()[1] == f"  hint: see `{command} --help`"
+
+
 def test_a_project_flag_inside_a_checkout_names_its_root(tmp_path):
     """--project at a folder that is not a checkout's root says so, as OPFORGE_PROJECT does,
     instead of blaming a pins file it never named."""

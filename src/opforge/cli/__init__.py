@@ -30,6 +30,29 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._required_commands: list[argparse._SubParsersAction] = []
+        # The innermost command parsed sets it last: its help is the one an unknown option
+        # after it is hinted at.
+        self.set_defaults(help_of=self.prog)
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        """Parse as argparse does; an argument no parser took is reported with the help of
+        the command it followed (argparse reports it from the top-level parser)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            given = list(sys.argv[1:] if args is None else args)
+            command = getattr(parsed, "command", None)
+            before = (
+                command in given
+                and extras[0] in given
+                and given.index(extras[0]) < given.index(command)
+            )
+            shown = self.prog if before else getattr(parsed, "help_of", self.prog)
+            err(f"opforge: error: unrecognized arguments: {' '.join(extras)}")
+            err(f"  hint: see `{shown} --help`")
+            sys.exit(2)
+        return parsed
 
     def add_subparsers(self, **kwargs: Any) -> argparse._SubParsersAction:
         """Sub-commands, whose absence ``parse_known_args`` reports, not argparse: argparse
