@@ -232,7 +232,10 @@ def _renamed_running_mean(function: dict) -> dict:
     return {
         **function,
         "def": function["def"].replace("running_mean,", "mean,"),
-        "args": {**function["args"], "running_mean": "_rt.float_channels(mean, input)"},
+        "args": {
+            name: value.replace("running_mean", "mean") if isinstance(value, str) else value
+            for name, value in function["args"].items()
+        },
     }
 
 

@@ -233,6 +233,88 @@ def test_a_parameter_of_a_dtype_the_stable_abi_lacks_is_refused_naming_it(device
                 call(*args)
 
 
+def test_a_float32_add_takes_alpha_in_float32_bit_for_bit():
+    # alpha went to the CPU kernel as a double: 1-ulp differences in about a fifth of the
+    # elements. (The CUDA kernel has always cast it to float32.)
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(100_000, generator=g) for _ in range(2))
+    for alpha in (0.7, 1 / 3, 0.1, -2.5e-3):
+        same(ot.add(a, b, alpha=alpha), torch.add(a, b, alpha=alpha), rtol=0, atol=0)
+        same(ot.add(a, 0.1, alpha=alpha), torch.add(a, 0.1, alpha=alpha), rtol=0, atol=0)
+
+
+def test_an_alpha_that_is_no_number_torch_takes_is_refused():
+    import decimal
+    import fractions
+
+    t = torch.ones(2)
+    for alpha in (fractions.Fraction(1, 3), decimal.Decimal("0.5")):
+        with pytest.raises(TypeError):
+            torch.add(t, t, alpha=alpha)
+        with pytest.raises(TypeError, match=r"^opforge::add: alpha must be a number, got"):
+            ot.add(t, t, alpha=alpha)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_2_byte_running_statistics_are_checked_before_the_kernel_as_float32_ones_are(device):
+    # The float32 copies hid overlapping and expanded statistics from the kernels' checks: the
+    # variance silently won, or the write-back failed in torch's words after the mean had been
+    # updated.
+    x = torch.randn(4, 3, device=device).bfloat16()
+    shared = torch.zeros(3, device=device, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="running_var and running_mean overlap in memory"):
+        ot.batch_norm(x, shared, shared, training=True)
+    mean = torch.zeros(3, device=device, dtype=torch.bfloat16)
+    expanded = torch.ones(1, device=device, dtype=torch.bfloat16).expand(3)
+    with pytest.raises(RuntimeError, match="running_var has overlapping elements"):
+        ot.batch_norm(x, mean, expanded, training=True)
+    assert not mean.any(), "nothing was updated"
+    # Read only in inference: one tensor may serve as both.
+    same(
+        ot.batch_norm(x, shared, shared + 1, training=False),
+        torch.nn.functional.batch_norm(x, shared, shared + 1, training=False),
+        rtol=0.02,
+        atol=0.02,
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_2_byte_running_statistics_made_in_inference_mode_are_updated_as_torch_updates_them(
+    device,
+):
+    x = torch.randn(4, 3, device=device).bfloat16()
+    stats = []
+    for _ in range(2):
+        with torch.inference_mode():
+            stats.append(
+                (
+                    torch.zeros(3, device=device, dtype=torch.bfloat16),
+                    torch.ones(3, device=device, dtype=torch.bfloat16),
+                )
+            )
+    ot.batch_norm(x, *stats[0], training=True)
+    torch.nn.functional.batch_norm(x, *stats[1], training=True)
+    for ours, theirs in zip(stats[0], stats[1], strict=True):
+        same(ours, theirs, rtol=0.01, atol=1e-3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_2_byte_batch_norm_refuses_parameters_of_mixed_dtypes_as_torch(device):
+    x = torch.randn(4, 3, device=device).bfloat16()
+
+    def vector(dtype, value=0.0):
+        return torch.full((3,), value, device=device, dtype=dtype)
+
+    half, full = torch.bfloat16, torch.float32
+    for mean, var, weight in ((full, full, half), (half, full, None), (half, half, full)):
+        args = (x, vector(mean), vector(var, 1.0), None if weight is None else vector(weight, 1.0))
+        if device == "cpu":
+            with pytest.raises(RuntimeError):
+                torch.nn.functional.batch_norm(*args, training=True)
+        with pytest.raises(RuntimeError, match="must all be float32 or all the input's dtype"):
+            ot.batch_norm(*args, training=True)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_gradient_of_a_2_byte_mul_by_a_number_is_torchs(device):
     for number in (1e-8, 7e4, 0.1):
@@ -437,8 +519,8 @@ def test_batch_norm_takes_parameters_in_the_input_dtype_as_torch(device, dtype, 
 
 
 def test_batch_norm_refuses_parameters_torch_refuses():
-    # A float32 input with 2-byte parameters: torch's CPU call refuses it, and so does opforge,
-    # naming the parameter; the input's 2-byte dtype and float32 mixed per tensor is taken.
+    # A float32 input with 2-byte parameters, or a parameter of a third dtype: torch's CPU call
+    # refuses it, and so does opforge, naming the parameter.
     x = torch.randn(4, 3)
     with pytest.raises(RuntimeError, match=r"^opforge::batch_norm: weight must be float32"):
         ot.batch_norm(x, None, None, torch.ones(3).half(), training=True)

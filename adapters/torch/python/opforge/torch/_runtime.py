@@ -909,8 +909,11 @@ def float_alpha(alpha, operand: torch.Tensor, other=None):
         _alpha_kind(alpha)
         require_64_bits("add", "alpha", alpha)
         _alpha_fits(alpha, operand)
-    if not isinstance(alpha, (numbers.Real, torch.Tensor)):
-        return alpha
+    if not isinstance(alpha, (int, float, torch.Tensor)) and not _numpy_scalar(alpha):
+        # torch's parser takes a Python or NumPy number (or a 0-d tensor) only.
+        raise TypeError(
+            f"opforge::add: alpha must be a number, got {type(alpha).__name__} {_shown(alpha)}"
+        )
     if (
         isinstance(operand, torch.Tensor)
         and operand.dtype in _HALF
@@ -919,8 +922,25 @@ def float_alpha(alpha, operand: torch.Tensor, other=None):
         and not _holds(float(alpha), operand.dtype)
     ):
         alpha = torch.tensor(float(alpha), dtype=operand.dtype).item()
+    elif (
+        (plain or _numpy_scalar(alpha))
+        and isinstance(operand, torch.Tensor)
+        and operand.dtype.is_floating_point
+    ):
+        # Every other kernel of torch's takes alpha in float32: a float32 result's own dtype,
+        # and a 2-byte one's opmath on CUDA (0.7 as a double gave 1-ulp differences in about a
+        # fifth of float32 elements).
+        alpha = _float32(float(alpha))
     # float(): a NumPy or 0-d tensor alpha would otherwise keep its own type in the product.
     return float(alpha) * other if isinstance(other, float) else alpha
+
+
+def _float32(value: float) -> float:
+    """``value`` rounded to float32 (past its range: inf, as a cast gives)."""
+    try:
+        return struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
 
 
 def _alpha_kind(alpha) -> None:
@@ -1003,26 +1023,77 @@ def shaped_as(y: torch.Tensor, x) -> torch.Tensor:
     return y.reshape(x.shape) if _flattened(x) else y
 
 
-def float_channels(t, x):
-    """A batch_norm weight, bias or running statistic as the kernels take it: float32. One in
-    the input's 2-byte dtype (as torch's CPU call takes them, and OpInfo's samples give) becomes
-    a float32 copy: differentiable for weight and bias, copied back (``write_back``) for the
-    running statistics the call updates. Any other is left for the kernels' check to name."""
-    if (
-        isinstance(t, torch.Tensor)
-        and isinstance(x, torch.Tensor)
-        and x.dtype in _HALF
-        and t.dtype == x.dtype
-    ):
-        return t.float()
-    return t
+def float_channels(t, x, name: str, *others, updated: bool = False):
+    """batch_norm's parameter ``name`` (weight, bias or a running statistic) as the kernels
+    take it: float32. One in the input's 2-byte dtype (as torch's CPU call takes them, and
+    OpInfo's samples give) becomes a float32 copy: differentiable for weight and bias, copied
+    back (``write_back``) for the running statistics the call updates. Any other is left for
+    the kernels' check to name.
+
+    ``others``: the call's other parameters, the other running statistic first. Beside a 2-byte
+    input torch takes them all float32 or all in its dtype, and refuses a mix. A running
+    statistic the call ``updated`` is first checked as the kernels check the caller's own: the
+    copies would hide an expanded view, or one statistic overlapping the other, from them (the
+    write-back then failed half done)."""
+    if not (isinstance(t, torch.Tensor) and isinstance(x, torch.Tensor) and x.dtype in _HALF):
+        return t
+    taken = (x.dtype, torch.float32)
+    if t.dtype not in taken:
+        return t  # the kernels' check names it
+    for other in others:
+        if isinstance(other, torch.Tensor) and other.dtype in taken and other.dtype != t.dtype:
+            raise RuntimeError(
+                f"opforge.torch.batch_norm: beside a {_dtype_word(x.dtype)} input, the weight, "
+                "bias and running statistics must all be float32 or all the input's dtype, got "
+                f"{_dtype_word(t.dtype)} and {_dtype_word(other.dtype)}"
+            )
+    if t.dtype != x.dtype:
+        return t
+    if updated:
+        _refuse_overlap(name, t, others[0])
+    return t.float()
+
+
+def _dtype_word(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _refuse_overlap(name: str, t: torch.Tensor, other) -> None:
+    """Refuse a 2-byte running statistic ``name`` the kernels would refuse in float32: one
+    with overlapping elements, or one overlapping ``other``, the other statistic (in the
+    kernels' own words)."""
+    if t.numel() > 1 and torch._debug_has_internal_overlap(t) == 1:
+        raise RuntimeError(
+            f"opforge::batch_norm: {name} has overlapping elements (strides {list(t.stride())}); "
+            "it is updated in place and needs one address per element"
+        )
+    if isinstance(other, torch.Tensor) and _share_memory(t, other):
+        raise RuntimeError("opforge::batch_norm: running_var and running_mean overlap in memory")
+
+
+def _share_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether the byte ranges ``a`` and ``b`` span in one storage intersect."""
+    if a.numel() == 0 or b.numel() == 0 or a.device != b.device:
+        return False
+    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+
+    def span(t: torch.Tensor) -> tuple[int, int]:
+        start = t.storage_offset() * t.element_size()
+        extent = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
+        return start, start + (extent + 1) * t.element_size()
+
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1
 
 
 def write_back(original, used, when) -> None:
     """Copies what the kernel updated in place (``used``, a copy ``float_channels`` made) back
-    into the caller's tensor, rounding to its dtype, when the call updated it (``when``)."""
+    into the caller's tensor, rounding to its dtype, when the call updated it (``when``). An
+    inference tensor is written under inference mode, where torch's own update of it goes."""
     if when and used is not original:
-        with torch.no_grad():
+        mode = torch.inference_mode() if original.is_inference() else torch.no_grad()
+        with mode:
             original.copy_(used)
 
 
