@@ -680,6 +680,8 @@ def test_an_uninitialized_tensor_is_refused_as_mindspores_ops_refuse_it():
     # PYNATIVE ran the kernels on whatever the tensor's memory held (add gave 1 for 1 + 1).
     from mindspore.common.initializer import One
 
+    ms.set_device("CPU")
+
     def fresh():
         return Tensor(shape=(2, 3), dtype=mstype.float32, init=One())
 
@@ -728,6 +730,7 @@ def test_a_sens_that_broadcasts_to_the_output_is_broadcast_in_graph_mode(fn, tmp
     # shape first): add's gradient came back (3,) for a (2, 3) input, softmax's and gelu's
     # backward kernels refused it in MindSpore's words.
     monkeypatch.chdir(tmp_path)
+    ms.set_device("CPU")
     x = f32(2, 3)
     sens = Tensor(np.array([1.0, 2.0, 3.0], np.float32))
     ms.set_context(mode=ms.GRAPH_MODE)
@@ -737,3 +740,56 @@ def test_a_sens_that_broadcasts_to_the_output_is_broadcast_in_graph_mode(fn, tmp
     finally:
         ms.set_context(mode=ms.PYNATIVE_MODE)
     same(ours, native, rtol=1e-5, atol=1e-6)
+
+
+def _layer_norm(m, x):
+    return m.layer_norm(x, 3)
+
+
+def _rms_norm(m, x):
+    return m.rms_norm(x, ops.ones(3, mstype.float32))[0]
+
+
+def _batch_norm_training(m, x):
+    return m.batch_norm(
+        x, ops.zeros(3, mstype.float32), ops.ones(3, mstype.float32), None, None, True
+    )
+
+
+@pytest.mark.parametrize("fn", [_layer_norm, _rms_norm, _batch_norm_training])
+def test_a_sens_that_broadcasts_reaches_the_norm_ops_broadcast_in_graph_mode(
+    fn, tmp_path, monkeypatch
+):
+    # Their bprops (several outputs) handed the sens on as given: the backward kernels refused
+    # it in MindSpore's words. Broadcasting it is passing the whole one.
+    monkeypatch.chdir(tmp_path)
+    ms.set_device("CPU")
+    x = f32(4, 3)
+    sens = Tensor(np.array([1.0, 2.0, 3.0], np.float32))
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        ours = ms.jit(_grad_with_sens(fn, ofm))(x, sens)
+        whole = ms.jit(_grad_with_sens(fn, ofm))(x, ops.broadcast_to(sens, (4, 3)))
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+    same(ours, whole)
+
+
+def _softmax_int32(m, x):
+    return m.softmax(x, -1, dtype=mstype.int32)
+
+
+def _softmax_float64(m, x):
+    return m.softmax(x, -1, dtype=mstype.float64)
+
+
+@pytest.mark.parametrize("fn", [_softmax_int32, _softmax_float64])
+def test_softmax_refuses_a_dtype_argument_it_cannot_compute_naming_it(mode, fn):
+    # The refusal named the input, whose own dtype was float32.
+    def ours(x):
+        return fn(ofm, x)
+
+    with pytest.raises(
+        TypeError, match=r"opforge\.mindspore\.softmax: dtype=(int32|float64) is not"
+    ):
+        call(ours, mode)(f32(2, 3))

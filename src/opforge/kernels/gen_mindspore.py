@@ -177,7 +177,10 @@ def _bprop(table: OpTable, op: Op) -> list[str]:
         if source in outs:
             return f"out[{outs.index(source)}]" if multi else "out"
         name = source[len("grad_") :]
-        return f"dout[{outs.index(name)}]" if multi else "dout"
+        if not multi:
+            return "dout"
+        i = outs.index(name)
+        return f"_rt.sens_like(dout[{i}], out[{i}])"
 
     def call(call_op: str, args: dict, output: str | None, tag: str) -> str:
         # The callee's attribute tensor, built at compile time from this op's attributes.

@@ -319,7 +319,7 @@ def _meta(fn: str, name: str, shape, dtype, allowed: str) -> Meta:
     _static_shape(fn, name, shape)
     dtype_name = _DTYPE_NAMES.get(dtype)
     if dtype_name is None:
-        raise _fail(fn, f"{name} has dtype {dtype} (supported: {allowed})", TypeError)
+        raise _fail(fn, f"{name} has dtype {_dtype_name(dtype)} (supported: {allowed})", TypeError)
     return Meta.meta(tuple(shape), dtype_name)
 
 
@@ -393,6 +393,27 @@ def attrs_for(op: str, given: dict) -> Tensor:
     items = [("flag", given[f"has_{name}"]) for name, optional, *_ in layout["tensors"] if optional]
     items += [(kind, given[name]) for name, kind, _ in layout["scalars"]]
     return _attribute_tensor(_encoding.encode(items))
+
+
+def cast_first(fn: str, tensor, dtype):
+    """A tensor cast to a ``dtype=`` argument first (None: as it is), refused naming ``dtype``
+    where opforge has no kernel for it (the op's check would name the input)."""
+    if dtype is None:
+        return tensor
+    _computable_dtype(fn, dtype)
+    return tensor.astype(dtype)
+
+
+@ops.constexpr
+def _computable_dtype(fn: str, dtype) -> bool:
+    if dtype not in (mstype.float32, mstype.float16, mstype.bfloat16):
+        raise _fail(
+            fn,
+            f"dtype={_dtype_name(dtype)} is not supported: pass mindspore.float32, float16 or "
+            "bfloat16",
+            TypeError,
+        )
+    return True
 
 
 def sens_like(dout: Tensor, out: Tensor) -> Tensor:
