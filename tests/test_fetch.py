@@ -200,8 +200,10 @@ def test_the_lower_case_proxy_variable_wins_everywhere_as_requests_reads_it(
     monkeypatch.setenv("HTTP_PROXY", "http://[::1")
     assert fetcher.fetch(_pin("blob", url)).read_bytes() == BODY
     assert seen == [url]
-    # An empty lower-case setting means no proxy, whatever the upper case says.
-    assert proxy_environment({"HTTP_PROXY": proxy_url, "http_proxy": ""}) == {}
+    # An empty spelling is no setting (a devcontainer passes both, one empty): no conflict.
+    environ = {"HTTP_PROXY": proxy_url, "http_proxy": ""}
+    assert proxy_environment(environ)["http_proxy"] == proxy_url
+    assert proxy_conflicts(environ) == ()
 
 
 def test_a_ca_bundle_with_no_certificate_is_named_before_connecting(file_server, cache, tmp_path):

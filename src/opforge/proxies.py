@@ -23,11 +23,12 @@ _PORT = re.compile(r":(\d+)$")
 
 
 def _setting(environ: Mapping[str, str], name: str) -> tuple[str, str] | None:
-    """The variable that sets proxy ``name`` and its value, read as urllib (so requests) reads
-    them: the lower-case spelling wins where it is present, an empty one meaning no proxy."""
+    """The variable that sets proxy ``name`` and its value: the lower-case spelling wins, as
+    urllib (so requests) reads them, where it holds a value. An empty one counts as unset
+    here: a devcontainer passes both spellings, one of them empty, and means the other."""
     lower = name.lower()
-    if lower in environ:
-        return (lower, environ[lower]) if environ[lower] else None
+    if environ.get(lower):
+        return lower, environ[lower]
     return (name, environ[name]) if environ.get(name) else None
 
 
@@ -47,7 +48,9 @@ def proxy_conflicts(environ: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(
         f"{name.lower()} and {name} differ ({name.lower()} is the one used)"
         for name in PROXY_NAMES
-        if name.lower() in environ and name in environ and environ[name.lower()] != environ[name]
+        if environ.get(name.lower())
+        and environ.get(name)
+        and environ[name.lower()] != environ[name]
     )
 
 
