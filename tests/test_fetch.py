@@ -19,7 +19,7 @@ from opforge.errors import ConfigError, DigestMismatch, OfflineMiss, PinError
 from opforge.pins.cache import ContentCache
 from opforge.pins.fetch import Fetcher, FetchSettings
 from opforge.pins.model import Pin
-from opforge.proxies import proxy_conflicts, proxy_environment
+from opforge.proxies import proxy_conflicts, proxy_environment, proxy_spellings
 from opforge.settings import ca_bundle_problem
 from tests.conftest import sha256, write_pins
 
@@ -187,8 +187,9 @@ def test_the_lower_case_proxy_variable_wins_everywhere_as_requests_reads_it(
     url = file_server.add("/blob.bin", BODY)
     monkeypatch.setenv("HTTP_PROXY", proxy_url)
     monkeypatch.setenv("http_proxy", "http://[::1")
+    spelled = FetchSettings(proxy_spellings=proxy_spellings(os.environ))
     with pytest.raises(PinError, match=r"proxy http_proxy=http://\[::1 is unusable") as info:
-        fetcher.fetch(_pin("blob", url))
+        Fetcher(fetcher.cache, settings=spelled).fetch(_pin("blob", url))
     assert "fix http_proxy" in info.value.hint
     environ = {"HTTP_PROXY": proxy_url, "http_proxy": "http://[::1"}
     assert proxy_environment(environ)["HTTP_PROXY"] == "http://[::1"

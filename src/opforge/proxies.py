@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import ipaddress
-import os
 import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
@@ -108,8 +107,16 @@ def _unparsable(value: str) -> str:
     )
 
 
-def proxy_in_use(url: str) -> tuple[str, str] | None:
-    """The variable (in the spelling it is set in) and the setting of the proxy requests will
+def proxy_spellings(environ: Mapping[str, str]) -> dict[str, str]:
+    """The spelling each proxy variable set in ``environ`` is read in (``HTTP_PROXY`` ->
+    ``http_proxy`` where the lower case one holds the value)."""
+    return {
+        name: setting[0] for name in PROXY_NAMES if (setting := _setting(environ, name)) is not None
+    }
+
+
+def proxy_in_use(url: str, spellings: Mapping[str, str]) -> tuple[str, str] | None:
+    """The variable (in its spelling, ``spellings``) and the setting of the proxy requests will
     use for ``url``, as requests itself reads them from the environment (lower case first,
     ``<scheme>_proxy`` before ``all_proxy``, NO_PROXY exempting hosts); None when no proxy
     applies."""
@@ -117,7 +124,6 @@ def proxy_in_use(url: str) -> tuple[str, str] | None:
     scheme = urlsplit(url).scheme.lower()
     for key in (scheme, "all"):
         if proxies.get(key):
-            setting = _setting(os.environ, f"{key.upper()}_PROXY")
-            name = setting[0] if setting is not None else f"{key.upper()}_PROXY"
-            return name, proxies[key]
+            name = f"{key.upper()}_PROXY"
+            return spellings.get(name, name), proxies[key]
     return None

@@ -20,7 +20,7 @@ import platformdirs
 from opforge.errors import ConfigError
 from opforge.handoff import Handoff
 from opforge.paths import PROJECT_MARKER, find_project_root
-from opforge.proxies import PROXY_NAMES, proxy_conflicts, proxy_environment
+from opforge.proxies import PROXY_NAMES, proxy_conflicts, proxy_environment, proxy_spellings
 
 # Tools a variable may name instead of the search (``opforge.build.toolchain``).
 TOOL_VARIABLES = {"c++": "CXX", "nvcc": "CUDACXX"}
@@ -81,6 +81,7 @@ class Settings:
     pip_cache_volume: str = PIP_CACHE_VOLUME
     proxies: dict[str, str] = field(default_factory=dict)
     proxy_conflicts: tuple[str, ...] = ()
+    proxy_spellings: dict[str, str] = field(default_factory=dict)
     tool_overrides: dict[str, str] = field(default_factory=dict)
     cudnn_root: Path | None = None
     docker_host: str = DEFAULT_DOCKER_HOST
@@ -184,6 +185,7 @@ def resolve_settings(
         pip_cache_volume=environ.get("OPFORGE_PIP_CACHE_VOLUME") or PIP_CACHE_VOLUME,
         proxies=proxy_environment(environ),
         proxy_conflicts=proxy_conflicts(environ),
+        proxy_spellings=proxy_spellings(environ),
         tool_overrides={
             tool: environ[variable]
             for tool, variable in TOOL_VARIABLES.items()

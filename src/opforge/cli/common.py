@@ -54,6 +54,7 @@ def fetcher(args: argparse.Namespace, settings: Settings) -> Fetcher:
         max_bytes=args.max_bytes,
         progress=progress_enabled(settings.progress),
         ca_bundle=settings.ca_bundle,
+        proxy_spellings=settings.proxy_spellings,
     )
     return Fetcher(
         ContentCache(settings.cache_dir), offline=args.offline, settings=options, log=err

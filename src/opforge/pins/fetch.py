@@ -21,7 +21,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -74,7 +74,8 @@ def progress_enabled(allowed: bool, stream: object = sys.stderr) -> bool:
 @dataclass
 class FetchSettings:
     """How hard to try and how far: retries per URL, backoff base (s), per-read socket timeout
-    (s), the total time budget per file (s), and the byte cap for pins with no recorded size."""
+    (s), the total time budget per file (s), and the byte cap for pins with no recorded size;
+    the spelling each proxy variable is set in, for errors naming it."""
 
     retries: int = 4
     backoff: float = 0.5
@@ -83,6 +84,7 @@ class FetchSettings:
     max_bytes: int = 4 << 30
     progress: bool = False
     ca_bundle: str | None = None
+    proxy_spellings: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.retries < 0:
@@ -551,7 +553,7 @@ class Fetcher:
     def _check_proxy(self, pin: Pin, url: str) -> None:
         """``PinError`` when the proxy requests would use for ``url`` is malformed: requests
         fails such a setting on each attempt with an error that names neither it nor why."""
-        used = proxy_in_use(url)
+        used = proxy_in_use(url, self.settings.proxy_spellings)
         if used is None:
             return
         name, value = used

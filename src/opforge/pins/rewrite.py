@@ -42,7 +42,7 @@ def rewrite_pin(path: Path, name: str, changes: dict[str, str | int]) -> None:
     edited = find(yaml.compose(apply(text, edits)), "pins", name)
     for key, value in changes.items():
         node = find(edited, key)
-        if not isinstance(node, yaml.ScalarNode) or yaml.safe_load(node.value) != value:
+        if not isinstance(node, yaml.ScalarNode) or node.value != str(value):
             raise ConfigError(
                 f"{path}: pins.{name}.{key}: could not be rewritten in place; nothing was written",
                 hint=f"write `{key}: {value}` on one line in the pin by hand",
