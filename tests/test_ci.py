@@ -227,9 +227,14 @@ def test_report_without_its_folder_gives_the_hint(tmp_path):
     missing = cli(REPO, "ci", "report", str(tmp_path / "nothing"))
     assert missing.returncode == 1
     assert missing.stderr.splitlines() == [
-        f"opforge: error: no report folder {tmp_path / 'nothing'}",
+        f"opforge: error: no report folder {tmp_path / 'nothing'}: no such folder",
         "  hint: give the folder the cells' reports were downloaded to (one sub-folder per cell)",
     ]
+    (tmp_path / "file.xml").write_text("<testsuite/>")
+    a_file = cli(REPO, "ci", "report", str(tmp_path / "file.xml"))
+    assert a_file.stderr.splitlines()[0] == (
+        f"opforge: error: no report folder {tmp_path / 'file.xml'}: not a folder"
+    )
 
 
 def test_report_rows_a_cell_that_failed_before_its_tests(tmp_path):

@@ -132,8 +132,9 @@ def collect(root: Path) -> list[CellResult]:
     """Totals per cell, by cell name, from every ``*.xml`` and ``cell-record.json`` under
     ``root`` (an empty list if it holds none: run-cell collects its own folder this way)."""
     if not root.is_dir():
+        what = "not a folder" if root.exists() else "no such folder"
         raise ConfigError(
-            f"no report folder {root}",
+            f"no report folder {root}: {what}",
             hint="give the folder the cells' reports were downloaded to (one sub-folder per cell)",
         )
     results: dict[str, CellResult] = {}
