@@ -724,21 +724,27 @@ def _grad_with_sens(fn, module):
     return grad
 
 
+def _graph_mode_grad(fn, module, x, sens):
+    """``fn``'s gradient at ``x`` for ``sens``, compiled with the context in GRAPH mode (where a
+    bprop gets the sens as given), the context set back to PYNATIVE after."""
+    ms.set_device("CPU")
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        return ms.jit(_grad_with_sens(fn, module))(x, sens)
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+
+
 @pytest.mark.parametrize("fn", [_sum_add, _softmax_last, _gelu])
 def test_a_sens_that_broadcasts_to_the_output_is_broadcast_in_graph_mode(fn, tmp_path, monkeypatch):
     # With the context in GRAPH mode a bprop gets the sens as given (PYNATIVE's jit checks its
     # shape first): add's gradient came back (3,) for a (2, 3) input, softmax's and gelu's
     # backward kernels refused it in MindSpore's words.
     monkeypatch.chdir(tmp_path)
-    ms.set_device("CPU")
     x = f32(2, 3)
     sens = Tensor(np.array([1.0, 2.0, 3.0], np.float32))
-    ms.set_context(mode=ms.GRAPH_MODE)
-    try:
-        ours = ms.jit(_grad_with_sens(fn, ofm))(x, sens)
-        native = ms.jit(_grad_with_sens(fn, ops))(x, ops.broadcast_to(sens, (2, 3)))
-    finally:
-        ms.set_context(mode=ms.PYNATIVE_MODE)
+    ours = _graph_mode_grad(fn, ofm, x, sens)
+    native = _graph_mode_grad(fn, ops, x, ops.broadcast_to(sens, (2, 3)))
     same(ours, native, rtol=1e-5, atol=1e-6)
 
 
@@ -763,16 +769,10 @@ def test_a_sens_that_broadcasts_reaches_the_norm_ops_broadcast_in_graph_mode(
     # Their bprops (several outputs) handed the sens on as given: the backward kernels refused
     # it in MindSpore's words. Broadcasting it is passing the whole one.
     monkeypatch.chdir(tmp_path)
-    ms.set_device("CPU")
     x = f32(4, 3)
     sens = Tensor(np.array([1.0, 2.0, 3.0], np.float32))
-    ms.set_context(mode=ms.GRAPH_MODE)
-    try:
-        ours = ms.jit(_grad_with_sens(fn, ofm))(x, sens)
-        whole = ms.jit(_grad_with_sens(fn, ofm))(x, ops.broadcast_to(sens, (4, 3)))
-    finally:
-        ms.set_context(mode=ms.PYNATIVE_MODE)
-    same(ours, whole)
+    ours = _graph_mode_grad(fn, ofm, x, sens)
+    same(ours, _graph_mode_grad(fn, ofm, x, ops.broadcast_to(sens, (4, 3))))
 
 
 def _softmax_int32(m, x):

@@ -924,6 +924,7 @@ def float_alpha(alpha, operand: torch.Tensor, other=None):
         alpha = torch.tensor(float(alpha), dtype=operand.dtype).item()
     elif (
         (plain or _numpy_scalar(alpha))
+        and not (plain and alpha == 1)  # add's default: no rounding to do on every call
         and isinstance(operand, torch.Tensor)
         and operand.dtype.is_floating_point
     ):
