@@ -78,10 +78,16 @@ def host_shell(cli: Path, extra: dict[str, str]) -> dict[str, str]:
 def test_up_from_a_clean_checkout_without_opforge_on_the_host(
     devcontainer_cli, workspace, client, proxy
 ):
-    _, proxy_url = proxy
+    seen, proxy_url = proxy
+    # Upper case only, as many hosts set them: devcontainer.json's lower-case ones are empty.
     env = host_shell(
         devcontainer_cli,
-        {"BASE_IMAGE": BASE, "HTTP_PROXY": proxy_url, "OPFORGE_DEVCONTAINER_NETWORK": "host"},
+        {
+            "BASE_IMAGE": BASE,
+            "HTTP_PROXY": proxy_url,
+            "HTTPS_PROXY": proxy_url,
+            "OPFORGE_DEVCONTAINER_NETWORK": "host",
+        },
     )
     for name in ("python3", "python"):
         python = shutil.which(name, path=env["PATH"])
@@ -109,8 +115,10 @@ def test_up_from_a_clean_checkout_without_opforge_on_the_host(
     with created_on(client) as created:
         up = None
         try:
-            up = devcontainer("up")
+            up = devcontainer("up", "--build-no-cache")
             assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+            # pip in the build went through the proxy (a cached layer would not have asked).
+            assert any(s.startswith("CONNECT ") for s in seen), seen
             outcome = json.loads(up.stdout.strip().splitlines()[-1])
             assert outcome["outcome"] == "success"
             image = client.containers.get(outcome["containerId"]).image
@@ -122,6 +130,14 @@ def test_up_from_a_clean_checkout_without_opforge_on_the_host(
             assert "release 13.0" in rows["nvcc"] and " ok " in rows["nvcc"]
             assert "9.13" in rows["cuDNN"]
             assert f"HTTP_PROXY={proxy_url}" in rows["proxies"]
+            # pip and requests inside see the proxy too: no empty lower-case spelling hides it.
+            getproxies = devcontainer(
+                "exec",
+                "python",
+                "-c",
+                "import json, urllib.request as u; print(json.dumps(u.getproxies()))",
+            )
+            assert json.loads(getproxies.stdout) == {"http": proxy_url, "https": proxy_url}
             editable = devcontainer(
                 "exec", "python", "-c", "import opforge; print(opforge.__file__)"
             )

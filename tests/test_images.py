@@ -18,6 +18,7 @@ from opforge.images.ca import MAX_CA_BYTES, read_ca_bundle
 from opforge.images.context import assemble, find_links_wheels, opforge_requirements
 from opforge.images.debian import lock_text, parse_lock, toolkits
 from opforge.images.devcontainer import DOCKERFILE as DEVCONTAINER_DOCKERFILE
+from opforge.images.devcontainer import PROXY_SPELLINGS
 from opforge.images.devcontainer import render as render_devcontainer
 from opforge.images.service import ImageOptions, image_spec
 from opforge.images.spec import FLAVOURS, KINDS, load_combinations
@@ -151,6 +152,72 @@ def test_the_devcontainer_dockerfile_is_rendered_from_the_pip_one():
     assert "COPY context/" not in committed
     assert "FROM ${BASE_IMAGE} AS opforge-context" in committed
     assert "opforge images context --kind devel" in committed
+
+
+PROXY_CASES = [
+    # (the host's variables, what a RUN step's pip and apt then see)
+    ({"HTTP_PROXY": "http://up:3128", "http_proxy": ""}, "http://up:3128"),
+    ({"http_proxy": "http://low:3128", "HTTP_PROXY": ""}, "http://low:3128"),
+    ({"http_proxy": "http://low:3128", "HTTP_PROXY": "http://up:3128"}, "http://low:3128"),
+    ({"HTTP_PROXY": "", "http_proxy": ""}, ""),
+]
+
+
+@pytest.mark.parametrize(("host", "seen"), PROXY_CASES)
+def test_each_devcontainer_run_step_sets_both_proxy_spellings(host, seen):
+    # devcontainer.json passes both spellings as build args, one of them often empty: apt reads
+    # only the lower-case one and urllib takes an empty lower-case one as "no proxy".
+    committed = (REPO / DEVCONTAINER_DOCKERFILE).read_text()
+    runs = re.findall(r"^RUN .*", committed, flags=re.M)
+    assert runs and all(r == "RUN " + PROXY_SPELLINGS.splitlines()[0] for r in runs)
+    script = PROXY_SPELLINGS + 'echo "$http_proxy|$HTTP_PROXY|$https_proxy|$no_proxy"'
+    env = {"PATH": os.environ["PATH"], **host, "HTTPS_PROXY": "http://s:1", "no_proxy": "x"}
+    out = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == f"{seen}|{seen}|http://s:1|x"
+
+
+def _prepare_devcontainer(tmp_path: Path, env: dict[str, str]) -> Path:
+    """.devcontainer/prepare.sh run as devcontainer's initializeCommand runs it, in a copy of
+    the files it reads; the copy's root."""
+    root = tmp_path / "checkout"
+    (root / ".devcontainer").mkdir(parents=True)
+    shutil.copy(REPO / ".devcontainer" / "prepare.sh", root / ".devcontainer")
+    for name in ("src", "images"):
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("checksums.yaml", "pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, root)
+    subprocess.run(
+        ["sh", ".devcontainer/prepare.sh"],
+        cwd=root,
+        env={"PATH": os.environ["PATH"], **env},
+        capture_output=True,
+        check=True,
+    )
+    return root
+
+
+def test_the_devcontainer_gets_both_proxy_spellings_in_a_private_env_file(tmp_path):
+    root = _prepare_devcontainer(
+        tmp_path,
+        {"HTTPS_PROXY": "http://u:pw@proxy:3128", "https_proxy": "", "no_proxy": "localhost"},
+    )
+    env_file = root / "build" / "devcontainer.env"
+    assert env_file.read_text().splitlines() == [
+        "HTTPS_PROXY=http://u:pw@proxy:3128",
+        "https_proxy=http://u:pw@proxy:3128",
+        "NO_PROXY=localhost",
+        "no_proxy=localhost",
+    ]
+    assert env_file.stat().st_mode & 0o777 == 0o600
+    assert not (root / "build" / "devcontainer" / "devcontainer.env").exists()
+    config = (REPO / ".devcontainer" / "devcontainer.json").read_text()
+    assert '"--env-file=${localWorkspaceFolder}/build/devcontainer.env"' in config
+    assert "_PROXY" not in config.partition('"containerEnv"')[2].partition("}")[0]
+
+
+def test_a_devcontainer_without_proxies_gets_an_empty_env_file(tmp_path):
+    root = _prepare_devcontainer(tmp_path, {"http_proxy": "", "HTTP_PROXY": ""})
+    assert (root / "build" / "devcontainer.env").read_text() == ""
 
 
 def test_layer_log_keeps_only_the_images_a_build_created():

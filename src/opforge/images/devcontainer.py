@@ -47,6 +47,16 @@ RUN set -eu; \\
 
 """
 _FROM_CONTEXT = "COPY --from=opforge-context /out/images/pip-devel/context/"
+# devcontainer.json passes each spelling of a proxy variable as the host has it, so one is
+# often empty; apt reads only the lower-case one, and urllib (pip, requests) reads an empty
+# lower-case one as "no proxy". Each RUN step first sets both from whichever holds a value, the
+# lower-case one first as requests reads them (`opforge images build` passes both already).
+PROXY_SPELLINGS = (
+    'export http_proxy="${http_proxy:-${HTTP_PROXY:-}}" \\\n'
+    '      https_proxy="${https_proxy:-${HTTPS_PROXY:-}}" no_proxy="${no_proxy:-${NO_PROXY:-}}"; \\\n'
+    '    export HTTP_PROXY="$http_proxy" HTTPS_PROXY="$https_proxy" NO_PROXY="$no_proxy"; \\\n'
+    "    "
+)
 
 
 def render(images_dir: Path) -> str:
@@ -69,7 +79,8 @@ def render(images_dir: Path) -> str:
         "devcontainer.py.\n"
     )
     body = ("FROM " + rest).replace("COPY context/", _FROM_CONTEXT)
-    return header + head.rstrip("\n") + "\n\n" + _CONTEXT_STAGE + body
+    stages = (_CONTEXT_STAGE + body).replace("\nRUN ", "\nRUN " + PROXY_SPELLINGS)
+    return header + head.rstrip("\n") + "\n\n" + stages
 
 
 class _Parser(argparse.ArgumentParser):
