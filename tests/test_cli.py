@@ -182,6 +182,23 @@ def test_recipes_commands_on_this_project():
     assert valid.returncode == 0 and "valid: kernels" in valid.stdout
 
 
+@pytest.mark.parametrize("given", ["recipes", "recipes/kernels.yaml", "./recipes/../recipes"])
+def test_validate_reads_a_recipe_it_reaches_twice_once(given):
+    # The project's own folder, or one of its files, given again: not "already defined".
+    valid = run("recipes", "validate", given, "recipes")
+    assert valid.returncode == 0, valid.stderr
+    assert valid.stdout.startswith("3 recipe(s) valid: kernels, ")
+
+
+def test_validate_refuses_paths_that_hold_no_recipe(tmp_path):
+    (tmp_path / "notes.txt").write_text("no recipe here\n")
+    assert_user_error(run("recipes", "validate", str(tmp_path)), "holds no recipe files (*.yaml)")
+    assert_user_error(run("recipes", "validate", "/dev/zero"), "/dev/zero: not a regular file")
+    empty = run("recipes", "validate", "")
+    assert empty.returncode == 2
+    assert empty.stderr.startswith("opforge: error: argument PATH: is empty; give a path\n")
+
+
 def test_validate_names_the_broken_file_and_every_problem(tmp_path):
     bad = tmp_path / "extra.yaml"
     bad.write_text("name: extra\nschema: 1\n")

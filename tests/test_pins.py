@@ -168,6 +168,34 @@ def test_update_rewrites_only_that_pins_digests(file_server, fetcher, tmp_path):
     assert fetcher.cache.has(result.new), "the re-pinned file is cached under its new digest"
 
 
+def test_update_follows_a_link_to_a_pins_file_in_its_folder(file_server, fetcher, tmp_path):
+    body = os.urandom(2_000)
+    url = file_server.add("/files/demo_pkg-1.0-py3-none-any.whl", body)
+    (tmp_path / "pins").mkdir()
+    target = _write_template(tmp_path / "pins" / "2026.yaml", url, GOOD)
+    link = tmp_path / "checksums.yaml"
+    link.symlink_to(target)
+    update_pin(link, "wheel", fetcher)
+    assert link.is_symlink() and load_pins(target).pins["wheel"].sha256 == sha256(body)
+
+
+def test_update_refuses_a_link_out_of_the_pins_files_folder_before_downloading(
+    file_server, fetcher, tmp_path
+):
+    body = os.urandom(2_000)
+    url = file_server.add("/files/demo_pkg-1.0-py3-none-any.whl", body)
+    outside = _write_template(tmp_path / "outside.yaml", url, GOOD)
+    before = outside.read_text()
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "checksums.yaml").symlink_to(outside)
+    with pytest.raises(ConfigError, match=r"^checksums\.yaml leads out of ") as info:
+        update_pin(project / "checksums.yaml", "wheel", fetcher)
+    assert info.value.hint.startswith("remove the link checksums.yaml")
+    assert outside.read_text() == before
+    assert file_server.log == [], "nothing is downloaded for a file that cannot be written"
+
+
 def test_update_fills_an_unset_digest(file_server, fetcher, tmp_path):
     body = b"new input"
     url = file_server.add("/new.tar.gz", body)

@@ -70,10 +70,7 @@ class Project:
 
     def load_recipes(self, pins: PinSet, extra: list[Path] | None = None) -> RecipeBook:
         """All recipes under ``recipes/`` plus ``extra`` files, validated against ``pins``."""
-        paths = [self.recipes_dir]
-        seen = {p.resolve() for p in self.recipes_dir.glob("*.yaml")}
-        paths += [p for p in (extra or []) if p.resolve() not in seen]
-        return load_recipes(paths, pins, self.root)
+        return load_recipes([self.recipes_dir, *(extra or [])], pins, self.root)
 
 
 def open_project(settings: Settings) -> Project:

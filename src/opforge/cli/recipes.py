@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from opforge.cli.common import project
+from opforge.cli.common import path_text, project
 from opforge.settings import Settings
 
 
@@ -53,5 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     validate = actions.add_parser(
         "validate", help="check recipes against the schema, pins and graph"
     )
-    validate.add_argument("paths", nargs="*", metavar="PATH", help="extra recipe files to check")
+    validate.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        type=path_text,
+        help="extra recipe files (or folders of them) to check with the project's",
+    )
     validate.set_defaults(func=cmd_validate)

@@ -7,16 +7,27 @@ from pathlib import Path
 
 import yaml
 
+from opforge.atomic import require_inside
 from opforge.errors import ConfigError
 from opforge.yamledit import apply, find, render, rewrite_file
 from opforge.yamlfile import parse_yaml, read_text_file
 
 
+def require_writable_pins(path: Path) -> None:
+    """Raise ``ConfigError`` when a rewrite of pins file ``path`` would leave its folder: a link
+    there is followed only to a file in the same folder (or below it), as every write of
+    opforge's stays in the folder it belongs to."""
+    require_inside(path.parent, path)
+
+
 def rewrite_pin(path: Path, name: str, changes: dict[str, str | int]) -> None:
     """Set ``changes`` (keys among sha256, md5, size) on pin ``name``; the keys must exist.
 
-    A pins file given as a link (``--pins link.yaml``) is updated where it points, the link
-    kept: the target is the pins file just read and checked, and only its digests change."""
+    A pins file that is a link to a file in its folder is updated where it points, the link
+    kept: the target is the pins file just read and checked, and only its digests change. A
+    link out of the folder is refused (``require_writable_pins``)."""
+    folder = Path(path).parent
+    require_writable_pins(Path(path))
     path = Path(os.path.realpath(path))
     text = read_text_file(path)
     # Check the text as read now with the shared loader: with a duplicate key, the node found
@@ -48,4 +59,4 @@ def rewrite_pin(path: Path, name: str, changes: dict[str, str | int]) -> None:
                 hint=f"write `{key}: {value}` on one line in the pin by hand",
             )
     # The link was followed on purpose above: the file it names is the one to change.
-    rewrite_file(path, text, edits, root=path.parent)
+    rewrite_file(path, text, edits, root=folder)

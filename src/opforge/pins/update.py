@@ -10,7 +10,7 @@ from opforge.pins.digest import hash_file
 from opforge.pins.fetch import Fetcher
 from opforge.pins.index import index_for, published_sha256
 from opforge.pins.model import Pin, load_pins
-from opforge.pins.rewrite import rewrite_pin
+from opforge.pins.rewrite import require_writable_pins, rewrite_pin
 from opforge.redact import mask_credentials
 
 
@@ -39,6 +39,7 @@ def update_pin(pins_path: Path, name: str, fetcher: Fetcher) -> PinUpdate:
     file; nothing is written when the index disagrees with what was downloaded.
     """
     old = load_pins(pins_path, updating=name).select([name])[0]
+    require_writable_pins(pins_path)  # before the download, which may be large
     url, temp = fetcher.download(old)
     try:
         algorithms = ("sha256", "md5") if old.md5 is not None else ("sha256",)

@@ -320,16 +320,24 @@ def load_recipes(paths: list[Path], pins: PinSet, root: Path) -> RecipeBook:
     Every problem in every file is collected and reported together in one ``RecipeError``.
     """
     problems: list[_Problem] = []
-    files: list[Path] = []
+    files: dict[Path, Path] = {}  # each file once, however often it is reached: by resolved path
     for path in paths:
         if path.is_dir():
-            files.extend(sorted(path.glob("*.yaml")))
+            found = sorted(path.glob("*.yaml"))
+            if not found:
+                problems.append(_Problem(f"{path}: holds no recipe files (*.yaml)", _MISSING_HINT))
         elif path.is_file():
-            files.append(path)
+            found = [path]
+        elif path.exists():
+            problems.append(_Problem(f"{path}: not a regular file", _MISSING_HINT))
+            continue
         else:
             problems.append(_Problem(f"{path}: no such recipe file or directory", _MISSING_HINT))
+            continue
+        for file in found:
+            files.setdefault(file.resolve(), file)
     recipes: dict[str, Recipe] = {}
-    for file in files:
+    for file in files.values():
         recipe = _read_recipe(file, problems)
         if recipe is None:
             continue
