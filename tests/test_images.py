@@ -448,6 +448,20 @@ def test_images_context_refuses_dev_zero_as_the_ca_before_writing_anything(tmp_p
     assert not build.exists()
 
 
+@pytest.mark.parametrize("variable", ["PIP_CERT", "OPFORGE_EXTRA_CA"])
+def test_a_bad_ca_from_the_environment_names_the_variable(tmp_path, variable):
+    # The user never mentioned a CA: pip's PIP_CERT was taken as the image's extra CA.
+    build = tmp_path / "build"
+    env = {"OPFORGE_BUILD_DIR": str(build), "OPFORGE_EXTRA_CA": "", "PIP_CERT": ""}
+    result = _offline_context(tmp_path, env={**env, variable: "/etc/hostname"})
+    assert result.stderr.splitlines() == [
+        f"opforge: error: extra CA bundle /etc/hostname (from ${variable}) holds no PEM "
+        "certificate",
+        f"  hint: fix or unset {variable}, or pass --extra-ca",
+    ]
+    assert result.returncode == 1 and not build.exists()
+
+
 def test_images_context_names_a_build_dir_that_is_a_file(tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("")

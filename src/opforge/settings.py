@@ -77,6 +77,7 @@ class Settings:
     progress: bool = True
     base_image: str | None = None
     extra_ca: Path | None = None
+    extra_ca_from: str = "--extra-ca"  # the flag or variable that set extra_ca
     find_links: tuple[Path, ...] = ()
     pip_cache_volume: str = PIP_CACHE_VOLUME
     proxies: dict[str, str] = field(default_factory=dict)
@@ -181,6 +182,11 @@ def resolve_settings(
         extra_ca=_path(
             _given(extra_ca) or _given(environ.get("OPFORGE_EXTRA_CA")) or environ.get("PIP_CERT")
         ),
+        extra_ca_from="--extra-ca"
+        if _given(extra_ca)
+        else "OPFORGE_EXTRA_CA"
+        if _given(environ.get("OPFORGE_EXTRA_CA"))
+        else "PIP_CERT",
         find_links=links,
         pip_cache_volume=environ.get("OPFORGE_PIP_CACHE_VOLUME") or PIP_CACHE_VOLUME,
         proxies=proxy_environment(environ),

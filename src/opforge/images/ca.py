@@ -17,6 +17,12 @@ MAX_CA_BYTES = 2 << 20
 _HINT = "pass a PEM file with --extra-ca, or set OPFORGE_EXTRA_CA"
 
 
+def _variable_hint(origin: str) -> str | None:
+    """The hint for a bundle an environment variable named (the user may not know it is set),
+    or None for one a flag named."""
+    return None if origin.startswith("--") else f"fix or unset {origin}, or pass --extra-ca"
+
+
 def _read_at_most(fd: int, limit: int) -> bytes:
     """Up to ``limit`` bytes from ``fd``, fewer only at its end."""
     chunks: list[bytes] = []
@@ -30,29 +36,33 @@ def _read_at_most(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_ca_bundle(path: Path) -> bytes:
-    """The bytes of the PEM bundle at ``path``; anything else is a one-line ``ConfigError``."""
+def read_ca_bundle(path: Path, origin: str = "--extra-ca") -> bytes:
+    """The bytes of the PEM bundle at ``path``; anything else is a one-line ``ConfigError``
+    naming ``origin``, the flag or environment variable that gave the path."""
+    from_variable = _variable_hint(origin)
+    named = f"extra CA bundle {path}" + (f" (from ${origin})" if from_variable else "")
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat below refuses it.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise ConfigError(f"extra CA bundle {path}: {exc.strerror}", hint=_HINT) from None
+        raise ConfigError(f"{named}: {exc.strerror}", hint=from_variable or _HINT) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ConfigError(f"extra CA bundle {path} is not a regular file", hint=_HINT)
+            raise ConfigError(f"{named} is not a regular file", hint=from_variable or _HINT)
         data = _read_at_most(fd, MAX_CA_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"extra CA bundle {path}: {exc.strerror}", hint=_HINT) from None
+        raise ConfigError(f"{named}: {exc.strerror}", hint=from_variable or _HINT) from None
     finally:
         os.close(fd)
     if len(data) > MAX_CA_BYTES:
         raise ConfigError(
-            f"extra CA bundle {path} is larger than {MAX_CA_BYTES >> 20} MiB, the limit for a CA bundle",
-            hint="give the PEM file of the CA certificates to trust, not another file",
+            f"{named} is larger than {MAX_CA_BYTES >> 20} MiB, the limit for a CA bundle",
+            hint=from_variable
+            or "give the PEM file of the CA certificates to trust, not another file",
         )
     if b"-----BEGIN CERTIFICATE-----" not in data:
         raise ConfigError(
-            f"extra CA bundle {path} holds no PEM certificate",
-            hint="give a PEM bundle, e.g. /etc/ssl/certs/ca-certificates.crt",
+            f"{named} holds no PEM certificate",
+            hint=from_variable or "give a PEM bundle, e.g. /etc/ssl/certs/ca-certificates.crt",
         )
     return data

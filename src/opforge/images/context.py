@@ -86,7 +86,7 @@ def assemble(
     if not dockerfile.is_file():
         raise ConfigError(f"{dockerfile} is missing", hint="restore it from the repository")
     # Read first: a bad bundle fails before anything is downloaded.
-    ca = b"" if spec.extra_ca is None else read_ca_bundle(spec.extra_ca)
+    ca = b"" if spec.extra_ca is None else read_ca_bundle(spec.extra_ca, spec.extra_ca_from)
     make_dirs(staging.parent, hint=BUILD_DIR_HINT)
     partial = staging.with_name(staging.name + ".partial")
     _remove(partial)

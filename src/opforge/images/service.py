@@ -35,6 +35,7 @@ class ImageOptions:
     cudnn: str | None = None
     base_image: str | None = None
     extra_ca: Path | None = None
+    extra_ca_from: str = "--extra-ca"
     keep_ca: bool = False
     frameworks: tuple[str, ...] | None = None
     find_links: tuple[Path, ...] = ()
@@ -57,6 +58,7 @@ def image_options(
         cudnn=cudnn,
         base_image=settings.base_image,
         extra_ca=settings.extra_ca,
+        extra_ca_from=settings.extra_ca_from,
         keep_ca=keep_ca,
         frameworks=frameworks,
         find_links=settings.find_links,
@@ -102,6 +104,7 @@ def image_spec(project: Project, kind: str, options: ImageOptions) -> ImageSpec:
         frameworks=frameworks,
         keep_ca=options.keep_ca,
         extra_ca=options.extra_ca,
+        extra_ca_from=options.extra_ca_from,
         find_links=options.find_links,
     )
 

@@ -111,6 +111,7 @@ class ImageSpec:
     frameworks: tuple[str, ...] = DEFAULT_FRAMEWORKS
     keep_ca: bool = False
     extra_ca: Path | None = None
+    extra_ca_from: str = "--extra-ca"  # where extra_ca came from, for its errors
     find_links: tuple[Path, ...] = field(default=())
 
     @property
