@@ -21,7 +21,7 @@ from opforge.images.devcontainer import DOCKERFILE as DEVCONTAINER_DOCKERFILE
 from opforge.images.devcontainer import PROXY_SPELLINGS
 from opforge.images.devcontainer import render as render_devcontainer
 from opforge.images.service import ImageOptions, image_spec
-from opforge.images.spec import FLAVOURS, KINDS, load_combinations
+from opforge.images.spec import FLAVOURS, KINDS, base_image_problem, load_combinations
 from opforge.project import Project
 from opforge.proxies import proxy_environment, uses_loopback
 from opforge.settings import resolve_settings
@@ -460,6 +460,43 @@ def test_a_bad_ca_from_the_environment_names_the_variable(tmp_path, variable):
         f"  hint: fix or unset {variable}, or pass --extra-ca",
     ]
     assert result.returncode == 1 and not build.exists()
+
+
+@pytest.mark.parametrize(
+    ("base", "problem"),
+    [
+        ("", "is empty"),
+        ("x\nFROM evil", "is not an image reference"),
+        ("UPPER CASE!!", "is not an image reference"),
+        ("debian@sha256:abc", "is not an image reference"),
+    ],
+)
+def test_a_base_image_that_is_no_reference_is_refused(tmp_path, base, problem):
+    # It goes into a Dockerfile's FROM: a line break there would add instructions.
+    flag = _offline_context(tmp_path, "--kind", "runtime", "--base-image", base, env={})
+    assert flag.returncode == 2
+    assert flag.stderr.startswith(f"opforge: error: argument --base-image: {base!r} {problem}; ")
+    if base:  # an empty $BASE_IMAGE is unset, as every variable of opforge's
+        build = tmp_path / "build"
+        env = {"BASE_IMAGE": base, "OPFORGE_BUILD_DIR": str(build)}
+        variable = _offline_context(tmp_path, "--kind", "runtime", env=env)
+        assert variable.stderr.splitlines() == [
+            f"opforge: error: base image {base!r} {problem}",
+            "  hint: give name[:tag] or name@sha256:<digest>, e.g. debian:{suite}-slim",
+        ]
+        assert not build.exists()
+
+
+@pytest.mark.parametrize(
+    "base",
+    [
+        "opforge-base:{suite}",
+        "registry.local:5000/team/debian:{suite}-slim",
+        "debian@sha256:" + "a" * 64,
+    ],
+)
+def test_base_images_docker_takes_are_taken(base):
+    assert base_image_problem(base) is None
 
 
 def test_images_context_names_a_build_dir_that_is_a_file(tmp_path):

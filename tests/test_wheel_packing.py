@@ -27,6 +27,11 @@ def test_line_breaks_and_control_characters_are_refused(text):
     assert requirement_problem(text) == "contains a line break or control character"
 
 
+@pytest.mark.parametrize("text", ["", "  "])
+def test_an_empty_requirement_is_called_empty(text):
+    assert requirement_problem(text) == "is empty"
+
+
 def test_text_that_is_not_a_requirement_is_refused():
     problem = requirement_problem("torch >>> 2")
     assert problem is not None and problem.startswith("is not a PEP 508 requirement")

@@ -22,6 +22,8 @@ def one_line(value: str) -> bool:
 def requirement_problem(text: str) -> str | None:
     """Why ``text`` cannot be a ``Requires-Dist`` value (``None`` when it can): it must be one
     PEP 508 requirement on one line, so nothing can add headers to the wheel's METADATA."""
+    if not text.strip():
+        return "is empty"
     if not one_line(text):
         return "contains a line break or control character"
     try:

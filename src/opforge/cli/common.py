@@ -11,7 +11,12 @@ from pathlib import Path
 from opforge.errors import OpforgeError
 from opforge.handoff import Handoff
 from opforge.images.service import ImageOptions, image_options
-from opforge.images.spec import DEFAULT_FRAMEWORKS, FLAVOURS
+from opforge.images.spec import (
+    BASE_IMAGE_HINT,
+    DEFAULT_FRAMEWORKS,
+    FLAVOURS,
+    base_image_problem,
+)
 from opforge.pins.cache import ContentCache
 from opforge.pins.fetch import Fetcher, FetchSettings, progress_enabled
 from opforge.project import Project, open_project
@@ -90,6 +95,15 @@ def path_text(text: str) -> str:
     given", and the default used in its place)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("is empty; give a path")
+    return text
+
+
+def base_image_text(text: str) -> str:
+    """An argument type: a base image reference (``{suite}`` allowed), not blank: it goes into
+    a Dockerfile's ``FROM``."""
+    problem = base_image_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r} {problem}; {BASE_IMAGE_HINT}")
     return text
 
 
@@ -182,6 +196,7 @@ def add_image_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cudnn", help="cuDNN version (default: the one paired with --cuda)")
     parser.add_argument(
         "--base-image",
+        type=base_image_text,
         help="pip/deb flavour base, {suite} filled in (default: $BASE_IMAGE or debian:{suite}-slim)",
     )
     parser.add_argument(

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from opforge.cli.common import add_fetch_options, add_image_flags, fetcher, images, project
+from opforge.cli.common import (
+    add_fetch_options,
+    add_image_flags,
+    base_image_text,
+    fetcher,
+    images,
+    project,
+)
 from opforge.errors import ConfigError
 from opforge.images.spec import KINDS
 from opforge.settings import Settings
@@ -116,6 +123,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     debs.add_argument("--cuda", help="one toolkit's CUDA version (default: every one)")
     debs.add_argument(
-        "--base-image", help="base to resolve on (default: $BASE_IMAGE or debian:{suite}-slim)"
+        "--base-image",
+        type=base_image_text,
+        help="base to resolve on (default: $BASE_IMAGE or debian:{suite}-slim)",
     )
     debs.set_defaults(func=cmd_lock_debs)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from opforge.atomic import write_text
 from opforge.errors import BuildError, ConfigError
-from opforge.images.spec import DEFAULT_BASE, DebianToolkit, load_combinations, refuse_empty
+from opforge.images.spec import DebianToolkit, fill_base, load_combinations, refuse_empty
 from opforge.proxies import uses_loopback
 
 _LINE = re.compile(r"^(\S+) (\S+) ([0-9a-f]{64}) (\d+) (pool/\S+\.deb)$")
@@ -86,7 +86,7 @@ def lock_debs(
     written = []
     script = images_dir / "scripts" / "debs.sh"
     for toolkit in toolkits(images_dir / "versions.yaml", cuda):
-        base = (base_image or DEFAULT_BASE).replace("{suite}", toolkit.suite)
+        base = fill_base(base_image, toolkit.suite)
         for kind in ("devel", "runtime"):
             say(f"[lock-debs] cuda {toolkit.cuda} {kind}: resolving on {base}")
             try:

@@ -29,6 +29,9 @@ _IMAGE_REFERENCE = re.compile(
     rf"(?:{_HOST}(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*(?::\w[\w.-]{{0,127}})?", re.ASCII
 )
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# A base image may be pinned by digest in place (debian@sha256:...); {suite} is filled in first.
+_BASE_IMAGE = re.compile(rf"{_IMAGE_REFERENCE.pattern}(?:@{_DIGEST.pattern})?", re.ASCII)
+BASE_IMAGE_HINT = "give name[:tag] or name@sha256:<digest>, e.g. debian:{suite}-slim"
 # A Debian toolkit's CUDA version and suite make its lock files' names (images/debian/<suite>-
 # cuda<X>-<kind>.lock) and the suite fills the base image's tag: both are checked when read, so
 # neither can lead out of images/debian nor make a reference Docker refuses at build time.
@@ -122,6 +125,25 @@ class ImageSpec:
         )
 
 
+def base_image_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a base image (``{suite}`` standing for a Debian suite), or None:
+    it goes into a Dockerfile's ``FROM``, where a line break would add instructions."""
+    if not text.strip():
+        return "is empty"
+    if not _BASE_IMAGE.fullmatch(text.replace("{suite}", PIP_SUITE)):
+        return "is not an image reference"
+    return None
+
+
+def fill_base(base_image: str | None, suite: str) -> str:
+    """``base_image`` (or the default) with ``{suite}`` filled; one that is no image reference
+    (``$BASE_IMAGE`` is not checked before) is refused."""
+    problem = None if base_image is None else base_image_problem(base_image)
+    if problem:
+        raise ConfigError(f"base image {base_image!r} {problem}", hint=BASE_IMAGE_HINT)
+    return (base_image or DEFAULT_BASE).replace("{suite}", suite)
+
+
 def base_for(flavour: str, combination: Combination, base_image: str | None) -> str:
     """The base image for a flavour: ``base_image`` (or the default) with ``{suite}`` filled."""
     if flavour == "deb":
@@ -130,7 +152,7 @@ def base_for(flavour: str, combination: Combination, base_image: str | None) -> 
         suite = combination.debian.suite
     else:
         suite = PIP_SUITE
-    return (base_image or DEFAULT_BASE).replace("{suite}", suite)
+    return fill_base(base_image, suite)
 
 
 def _ngc_image(where: str, raw: dict) -> NgcImage:
