@@ -182,6 +182,30 @@ def test_dist_install_refuses_a_wheel_that_is_not_what_the_build_wrote(wheel_and
     assert opforge(wheel_and_lib, "dist", "install", "--target", str(site)).returncode == 0
 
 
+@pytest.mark.parametrize("kind", ["link", "folder"])
+def test_dist_install_refuses_a_recorded_wheel_that_is_a_link_or_a_folder(
+    wheel_and_lib, tmp_path, kind
+):
+    # The link matches the record's sha256: only that it is a link tells it from the build's.
+    wheel = next((wheel_and_lib / "dist").glob("*.whl"))
+    outside = tmp_path / "outside.whl"
+    shutil.move(wheel, outside)
+    if kind == "link":
+        wheel.symlink_to(outside)
+    else:
+        wheel.mkdir()
+    site = tmp_path / "site"
+    error = one_line_error(opforge(wheel_and_lib, "dist", "install", "--target", str(site)))
+    said = (
+        "is a link, not the wheel file the build wrote"
+        if kind == "link"
+        else "is in the build record but is not a file"
+    )
+    assert f"opforge: error: {wheel} {said}" in error
+    assert "hint: remove it and rebuild it: `opforge build probe --profile cpu`" in error
+    assert not site.exists()
+
+
 @pytest.mark.parametrize("name", ["../../../x.whl", "sub/x.whl", "/tmp/x.whl", "x.whl\n.whl"])
 def test_a_build_record_naming_a_wheel_outside_dist_is_refused(wheel_and_lib, tmp_path, name):
     outside = tmp_path / "x.whl"

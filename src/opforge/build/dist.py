@@ -67,6 +67,17 @@ def dist_wheels(
         for wheel, digest in built[name].items():
             path = project.dist_dir / wheel
             rebuild = f"rebuild it: `opforge build {name} --profile {profile}`"
+            if path.is_symlink():
+                # The build writes wheels as files: a link may lead anywhere, out of dist/ too.
+                raise BuildError(
+                    f"{path} is a link, not the wheel file the build wrote",
+                    hint=f"remove it and {rebuild}",
+                )
+            if path.exists() and not path.is_file():
+                raise BuildError(
+                    f"{path} is in the build record but is not a file",
+                    hint=f"remove it and {rebuild}",
+                )
             if not path.is_file():
                 raise BuildError(f"{path} is in the build record but not on disk", hint=rebuild)
             if hash_file(path)["sha256"] != digest:
