@@ -450,6 +450,22 @@ def test_an_unknown_option_is_hinted_at_the_help_of_the_command_it_follows(argv,
     assert result.stderr.splitlines()[1] == f"  hint: see `{command} --help`"
 
 
+@pytest.mark.parametrize("given", [["--project", "."], ["--project=."], ["--version"]])
+def test_an_option_of_opforge_itself_after_the_command_says_where_it_goes(given):
+    result = run("pins", "list", *given)
+    assert_user_error(result, f"unrecognized arguments: {' '.join(given)}")
+    option = given[0].split("=")[0]
+    assert result.stderr.splitlines()[1] == (
+        f"  hint: {option} is an option of opforge itself: give it before the command"
+    )
+
+
+def test_outside_a_project_the_hint_names_the_project_flag(tmp_path):
+    result = run("pins", "list", cwd=tmp_path)
+    assert_user_error(result, f"no opforge project found at or above {tmp_path}")
+    assert "give `opforge --project DIR` (or OPFORGE_PROJECT)" in result.stderr
+
+
 def test_a_project_flag_inside_a_checkout_names_its_root(tmp_path):
     """--project at a folder that is not a checkout's root says so, as OPFORGE_PROJECT does,
     instead of blaming a pins file it never named."""

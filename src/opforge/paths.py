@@ -22,5 +22,6 @@ def find_project_root(start: Path) -> Path:
             return candidate
     raise ConfigError(
         f"no opforge project found at or above {here} (looked for {PROJECT_MARKER})",
-        hint="run opforge from inside the project checkout, or set OPFORGE_PROJECT",
+        hint="run opforge from inside the project checkout, or give `opforge --project DIR` "
+        "(or OPFORGE_PROJECT)",
     )

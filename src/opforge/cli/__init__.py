@@ -50,9 +50,17 @@ class Parser(argparse.ArgumentParser):
             )
             shown = self.prog if before else getattr(parsed, "help_of", self.prog)
             err(f"opforge: error: unrecognized arguments: {' '.join(extras)}")
-            err(f"  hint: see `{shown} --help`")
+            own = [e.split("=", 1)[0] for e in extras if e.split("=", 1)[0] in self._own_options()]
+            if own and not before:
+                err(f"  hint: {own[0]} is an option of opforge itself: give it before the command")
+            else:
+                err(f"  hint: see `{shown} --help`")
             sys.exit(2)
         return parsed
+
+    def _own_options(self) -> set[str]:
+        """The long options of this parser itself (``--project``), not of its commands."""
+        return {o for o in self._option_string_actions if o.startswith("--") and o != "--help"}
 
     def add_subparsers(self, **kwargs: Any) -> argparse._SubParsersAction:
         """Sub-commands, whose absence ``parse_known_args`` reports, not argparse: argparse
