@@ -124,6 +124,25 @@ def test_check_catches_a_stale_workflow(tmp_path):
     assert cli(tmp_path, "ci", "render", "--check").returncode == 0
 
 
+def test_check_says_the_workflow_is_missing_or_a_folder(tmp_path):
+    for name in ("ci", "images", ".github"):
+        shutil.copytree(REPO / name, tmp_path / name)
+    shutil.copy(REPO / "checksums.yaml", tmp_path / "checksums.yaml")
+    workflow = tmp_path / WORKFLOW_PATH
+    workflow.unlink()
+    missing = cli(tmp_path, "ci", "render", "--check")
+    assert missing.returncode == 1
+    assert missing.stderr.startswith(f"opforge: error: {WORKFLOW_PATH} is missing\n")
+    workflow.mkdir()
+    for argv in (["--check"], []):
+        folder = cli(tmp_path, "ci", "render", *argv)
+        assert folder.returncode == 1
+        assert folder.stderr.splitlines() == [
+            f"opforge: error: {WORKFLOW_PATH} is a directory",
+            f"  hint: remove the folder {WORKFLOW_PATH}, then run `opforge ci render`",
+        ]
+
+
 def test_workflow_passes_githubs_schema_and_zizmor():
     for tool in ("check-jsonschema", "zizmor"):
         if shutil.which(tool) is None and not (Path(sys.executable).parent / tool).exists():

@@ -131,15 +131,24 @@ def sync_workflow(root: Path, matrix: Matrix, *, check: bool) -> bool:
     # stands in for.
     require_inside(root, path)
     text = render(matrix)
+    state = "is out of date with ci/matrix.yaml"
     try:
         current = read_text_file(path)
-    except (FileNotFoundError, ConfigError):
-        current = None  # missing, unreadable or not UTF-8: out of date, written anew
+    except FileNotFoundError:
+        current, state = None, "is missing"
+    except ConfigError as exc:
+        # Unreadable, not a file or not UTF-8: out of date, written anew (--check says why).
+        current, state = None, f"cannot be read ({exc.message.rpartition(': ')[2]})"
     if current == text:
         return False
+    if path.is_dir():
+        raise ConfigError(
+            f"{WORKFLOW_PATH} is a directory",
+            hint=f"remove the folder {WORKFLOW_PATH}, then run `opforge ci render`",
+        )
     if check:
         raise ConfigError(
-            f"{WORKFLOW_PATH} is out of date with ci/matrix.yaml",
+            f"{WORKFLOW_PATH} {state}",
             hint="run `opforge ci render` and commit the result",
         )
     write_text(path, text, root=root)
