@@ -75,6 +75,22 @@ def test_list_shows_a_cached_file_of_another_size_as_damaged(tmp_path, file_serv
     assert listed.stdout.split()[4] == "damaged", listed.stdout
 
 
+@pytest.mark.parametrize("under", ["", "sub/folder"])
+def test_fetch_refuses_a_file_as_dest_before_downloading(tmp_path, pins_file, file_server, under):
+    afile = tmp_path / "afile"
+    afile.write_text("kept\n")
+    dest = afile / under if under else afile
+    cache = str(tmp_path / "cache")
+    result = run("pins", "fetch", "--pins", str(pins_file), "--cache", cache, "--dest", str(dest))
+    shown = f" ({afile} is not)" if under else ""
+    assert result.stderr.splitlines() == [
+        f"opforge: error: --dest {dest} is not a directory{shown}",
+        "  hint: give a folder to --dest (created when missing)",
+    ]
+    assert result.returncode == 1 and afile.read_text() == "kept\n"
+    assert file_server.log == [], "nothing is downloaded for a place it cannot be put"
+
+
 def test_verify_with_empty_cache_reports_missing(tmp_path, pins_file):
     result = run("pins", "verify", "--pins", str(pins_file), "--cache", str(tmp_path / "empty"))
     assert "data                   missing" in result.stdout
