@@ -194,6 +194,19 @@ def test_run_cell_runs_what_the_workflow_runs(tmp_path):
     assert unknown.returncode == 1 and "no cell 'cuda9-nope'" in unknown.stderr
 
 
+@pytest.mark.parametrize("flag", ["--junit-dir", "--image-cache"])
+def test_run_cell_refuses_a_file_for_a_folder_before_running(tmp_path, flag):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    cell = "cuda13.0-cudnn9.13-torch2.13.0"
+    result = cli(REPO, "ci", "run-cell", cell, "--dry-run", flag, str(afile))
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"opforge: error: {flag} {afile} is not a directory",
+        f"  hint: give a folder to {flag} (created when missing)",
+    ]
+
+
 def test_report_tables_real_junit_results(tmp_path):
     suite = tmp_path / "suite"
     suite.mkdir()

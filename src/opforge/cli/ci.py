@@ -7,7 +7,7 @@ from pathlib import Path
 
 from opforge.ci.matrix import Matrix, load_matrix
 from opforge.ci.workflow import WORKFLOW_PATH
-from opforge.cli.common import path_text, project, resolved
+from opforge.cli.common import path_text, project, refuse_a_file_as_folder, resolved
 from opforge.settings import Settings
 
 
@@ -44,6 +44,9 @@ def cmd_run_cell(args: argparse.Namespace, settings: Settings) -> int:
 
     cell = _matrix(settings).cell(args.cell)
     root = project(settings).root
+    refuse_a_file_as_folder("--junit-dir", Path(args.junit_dir))
+    if args.image_cache:
+        refuse_a_file_as_folder("--image-cache", Path(args.image_cache))
     run_cell(cell, Path(args.junit_dir).resolve(), resolved(args.image_cache), args.dry_run, root)
     return 0
 

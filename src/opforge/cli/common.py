@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from opforge.errors import OpforgeError
+from opforge.errors import ConfigError, OpforgeError
 from opforge.handoff import Handoff
 from opforge.images.service import ImageOptions, image_options
 from opforge.images.spec import (
@@ -105,6 +105,20 @@ def base_image_text(text: str) -> str:
     if problem:
         raise argparse.ArgumentTypeError(f"{text!r} {problem}; {BASE_IMAGE_HINT}")
     return text
+
+
+def refuse_a_file_as_folder(flag: str, folder: Path) -> None:
+    """``ConfigError`` before any work when ``folder``, given with ``flag`` (created when
+    missing), or a folder above it exists and is no folder."""
+    for place in (folder, *folder.parents):
+        if place.exists() or place.is_symlink():
+            if not place.is_dir():
+                shown = "" if place == folder else f" ({place} is not)"
+                raise ConfigError(
+                    f"{flag} {folder} is not a directory{shown}",
+                    hint=f"give a folder to {flag} (created when missing)",
+                )
+            return
 
 
 def positive(kind: type, most: float | None = None) -> Callable[[str], float | int]:

@@ -5,8 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from opforge.cli.common import add_fetch_options, fetcher, path_text, positive, project
-from opforge.errors import ConfigError, PinError
+from opforge.cli.common import (
+    add_fetch_options,
+    fetcher,
+    path_text,
+    positive,
+    project,
+    refuse_a_file_as_folder,
+)
+from opforge.errors import PinError
 from opforge.pins.cache import CacheState
 from opforge.pins.install import install_wheels
 from opforge.pins.model import Pin, PinSet, load_pins
@@ -65,26 +72,12 @@ def _refuse_shared_names(pins: list[Pin], dest: str) -> None:
             )
 
 
-def _refuse_a_file_as_dest(dest: Path) -> None:
-    """``ConfigError`` before any download when ``dest`` (or a folder above it) exists and is
-    no folder."""
-    for place in (dest, *dest.parents):
-        if place.exists() or place.is_symlink():
-            if not place.is_dir():
-                shown = "" if place == dest else f" ({place} is not)"
-                raise ConfigError(
-                    f"--dest {dest} is not a directory{shown}",
-                    hint="give a folder to --dest (created when missing)",
-                )
-            return
-
-
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
     """Download (or find in the cache) the named pins, verified."""
     pins = _pins(settings).select(args.names)
     if args.dest:
         _refuse_shared_names(pins, args.dest)
-        _refuse_a_file_as_dest(Path(args.dest))
+        refuse_a_file_as_folder("--dest", Path(args.dest))
     getter = fetcher(args, settings)
     paths = getter.fetch_many(pins, jobs=args.jobs)
     for pin in pins:
