@@ -476,6 +476,20 @@ def test_an_option_of_opforge_itself_after_the_command_says_where_it_goes(given)
     )
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["recipes", "show", "a" * 100_000], "unknown target 'aaa"),
+        (["ci", "list", "--" + "b" * 5_000], "unrecognized arguments: --bbb"),
+    ],
+)
+def test_an_error_echoes_a_huge_argument_in_part(argv, said):
+    result = run(*argv)
+    assert_user_error(result, said)
+    first = result.stderr.splitlines()[0]
+    assert len(first) < 300 and "characters)" in first
+
+
 def test_outside_a_project_the_hint_names_the_project_flag(tmp_path):
     result = run("pins", "list", cwd=tmp_path)
     assert_user_error(result, f"no opforge project found at or above {tmp_path}")
