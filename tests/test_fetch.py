@@ -21,7 +21,7 @@ from opforge.pins.fetch import Fetcher, FetchSettings
 from opforge.pins.model import Pin
 from opforge.proxies import proxy_conflicts, proxy_environment, proxy_spellings
 from opforge.settings import ca_bundle_problem
-from tests.conftest import sha256, write_pins
+from tests.conftest import run_opforge, sha256, write_pins
 
 BODY = os.urandom(300_000)
 
@@ -243,8 +243,34 @@ def test_unreachable_proxy_is_named(file_server, fetcher, monkeypatch):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
-    with pytest.raises(PinError, match="cannot reach the proxy"):
+    with pytest.raises(
+        PinError, match=rf"cannot reach the proxy HTTP_PROXY=http://127\.0\.0\.1:{port} "
+    ):
         fetcher.fetch(_pin("blob", file_server.add("/blob.bin", BODY)))
+
+
+def test_unreachable_proxy_is_named_in_its_spelling_its_password_masked(file_server, tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = file_server.add("/blob.bin", BODY)
+    pins = write_pins(
+        tmp_path / "p.yaml", f"pins:\n  blob:\n    url: {url}\n    sha256: {sha256(BODY)}\n"
+    )
+    env = {"http_proxy": f"http://me:s3cret@127.0.0.1:{port}", "HTTP_PROXY": "", "NO_PROXY": ""}
+    result = run_opforge(
+        "pins",
+        "fetch",
+        "--pins",
+        str(pins),
+        "--cache",
+        str(tmp_path / "c"),
+        "--retries",
+        "0",
+        env=env,
+    )
+    assert result.returncode == 1 and "s3cret" not in result.stderr
+    assert f"cannot reach the proxy http_proxy=http://me:***@127.0.0.1:{port} " in result.stderr
 
 
 def test_stale_partials_of_killed_downloads_are_cleared(file_server, fetcher, cache):

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -327,7 +327,9 @@ class Fetcher:
                 f"no whole answer within {self.settings.deadline:g} s (--deadline)"
             ) from None
         except requests.exceptions.ConnectionError as exc:
-            raise DocumentUnavailable(_describe_connection_error(url, exc)) from None
+            raise DocumentUnavailable(
+                _describe_connection_error(url, exc, self.settings.proxy_spellings)
+            ) from None
         except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
             raise DocumentUnavailable(type(exc).__name__) from None
 
@@ -592,7 +594,9 @@ class Fetcher:
             raise _Permanent("not a valid URL (the pin's, or one it redirected to)") from None
         except requests.exceptions.ConnectionError as exc:
             budget.check()
-            raise _Transient(_describe_connection_error(url, exc)) from None
+            raise _Transient(
+                _describe_connection_error(url, exc, self.settings.proxy_spellings)
+            ) from None
         except (requests.exceptions.Timeout, urllib3.exceptions.TimeoutError):
             budget.check()
             raise _Transient(f"timed out after {timeout:g}s") from None
@@ -692,11 +696,15 @@ def _closed_early(response: requests.Response, received: int, total: int | None)
     return f"{_host(response.url)} closed the connection after {received}{of} bytes"
 
 
-def _describe_connection_error(url: str, exc: Exception) -> str:
+def _describe_connection_error(url: str, exc: Exception, spellings: Mapping[str, str]) -> str:
     text = str(exc)
     host = _host(url)
     if "ProxyError" in type(exc).__name__ or "Unable to connect to proxy" in text:
-        return "cannot reach the proxy (check HTTP_PROXY/HTTPS_PROXY)"
+        used = proxy_in_use(url, spellings)
+        if used is None:
+            return "cannot reach the proxy (check HTTP_PROXY/HTTPS_PROXY)"
+        name, value = used
+        return f"cannot reach the proxy {name}={mask_url(value)} (check it, or unset it)"
     if "Connection refused" in text:
         return f"connection refused by {host}"
     if "Name or service not known" in text or "nodename nor servname" in text:
