@@ -72,6 +72,10 @@ def test_valid_project_loads(project):
         (lambda t: t.replace("  cpu: {}", "  cpu: {opts: {}}"), "profiles.cpu.opts", "unknown key"),
         (lambda t: t.replace("  cpu: {}", "  tpu: {}"), "profiles.tpu", "unknown name"),
         (lambda t: t.replace("schema: 1", "schema: 2"), "schema", "not a recipe format this"),
+        # True and 1.0 equal 1 in Python: no format's number all the same.
+        (lambda t: t.replace("schema: 1", "schema: true"), "schema", "true is not a recipe"),
+        (lambda t: t.replace("schema: 1", "schema: 1.0"), "schema", "1.0 is not a recipe"),
+        (lambda t: t.replace("schema: 1", 'schema: "1"'), "schema", '"1" is not a recipe'),
         (lambda t: t.replace("schema: 1\n", ""), "schema", "required key is missing"),
         (lambda t: t + "kind: cmake\n", "kind", "no longer a recipe key: every recipe is built"),
         (lambda t: t + "image: devel\n", "image", "no longer a recipe key: the image comes"),

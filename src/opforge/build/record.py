@@ -87,7 +87,8 @@ class BuildRecord:
     def _load(self) -> None:
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
-            if data.get("schema") != SCHEMA_VERSION:
+            schema = data.get("schema")
+            if type(schema) is not int or schema != SCHEMA_VERSION:  # `true` equals 1
                 return
             for name, profiles in data["targets"].items():
                 self.targets[name] = {p: TargetRecord.from_json(rec) for p, rec in profiles.items()}

@@ -4,6 +4,7 @@ cycles). Every problem found is reported, not only the first."""
 from __future__ import annotations
 
 import graphlib
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,10 +73,12 @@ def _version_problem(path: Path, raw: dict) -> _Problem | None:
             f"{path}: schema: required key is missing",
             f"start the recipe with `schema: {SCHEMA_VERSIONS[-1]}`, the format it is written in",
         )
-    if version not in SCHEMA_VERSIONS:
+    # A whole number: True and 1.0 compare equal to 1 in Python, but are no format's number.
+    if type(version) is not int or version not in SCHEMA_VERSIONS:
         known = ", ".join(map(str, SCHEMA_VERSIONS))
+        shown = json.dumps(version, default=str)  # as YAML spells it: true, "1", 1.0
         return _Problem(
-            f"{path}: schema: {version!r} is not a recipe format this opforge reads ({known})",
+            f"{path}: schema: {shown} is not a recipe format this opforge reads ({known})",
             "upgrade opforge to one that reads it, or write the recipe in a format it reads",
         )
     return None
