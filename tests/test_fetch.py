@@ -18,7 +18,7 @@ from opforge.doctor import _ca_bundle, proxies_check
 from opforge.errors import ConfigError, DigestMismatch, OfflineMiss, PinError
 from opforge.pins.cache import ContentCache
 from opforge.pins.fetch import Fetcher, FetchSettings
-from opforge.pins.model import Pin
+from opforge.pins.model import Pin, load_pins
 from opforge.proxies import proxy_conflicts, proxy_environment, proxy_spellings
 from opforge.settings import ca_bundle_problem
 from tests.conftest import run_opforge, sha256, write_pins
@@ -579,3 +579,19 @@ def test_ctrl_c_stops_a_wait_for_another_process_download(tmp_path, file_server)
             process.wait()
     assert process.returncode == 130 and "opforge: interrupted" in errors, errors
     assert file_server.log == []
+
+
+@pytest.mark.parametrize(
+    ("url", "code"),
+    [
+        ("http://a/\u202e/gpj.exe", "202E"),
+        ("http://a/b\u200b.whl", "200B"),
+        ("http://a/\ufeff", "FEFF"),
+    ],
+)
+def test_a_url_with_an_unprinted_character_is_refused(tmp_path, url, code):
+    # A right-to-left override makes the URL read otherwise in a review than it fetches.
+    digest = sha256(b"x")
+    path = write_pins(tmp_path / "p.yaml", f'pins:\n  x:\n    url: "{url}"\n    sha256: {digest}\n')
+    with pytest.raises(ConfigError, match=rf"invisible or formatting character \(U\+{code}\)"):
+        load_pins(path)

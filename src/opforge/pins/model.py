@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -80,6 +81,10 @@ class PinSet:
         return [self.pins[n] for n in names]
 
 
+# Unicode's format, control, private-use, surrogate, unassigned and line/paragraph separators.
+_UNPRINTED = frozenset({"Cf", "Cc", "Co", "Cs", "Cn", "Zl", "Zp"})
+
+
 def url_problem(url: object) -> str | None:
     """Why ``url`` is not a usable http(s) URL, or None. URLs reach log lines and requests:
     whitespace and control characters (a YAML escape can put a newline or an ANSI sequence in
@@ -88,6 +93,14 @@ def url_problem(url: object) -> str | None:
         return "not an http:// or https:// URL"
     if has_control_character(url) or any(c.isspace() for c in url):
         return "whitespace or a control character in the URL (percent-encode it)"
+    # Bidi overrides (U+202E), zero-width and other unprinted characters change how the URL
+    # reads in a review or a log line without changing what is fetched.
+    hidden = next((c for c in url if unicodedata.category(c) in _UNPRINTED), None)
+    if hidden is not None:
+        return (
+            f"an invisible or formatting character (U+{ord(hidden):04X}) in the URL "
+            "(percent-encode it)"
+        )
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port out of range
