@@ -716,6 +716,42 @@ def test_jit_trace_of_a_number_passes_its_own_check():
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda p: ot.mul(p, 0.1),
+        lambda p: ot.mul(0.1, p),
+        lambda p: ot.add(p, 2.5, alpha=2),
+        lambda p: ot.add(p, torch.tensor(0.1)),
+    ],
+)
+@pytest.mark.parametrize(
+    ("traced", "run"),
+    [
+        (torch.float32, torch.float16),
+        (torch.float16, torch.float32),
+        (torch.float32, torch.bfloat16),
+    ],
+)
+def test_a_trace_run_on_another_dtype_is_refused_not_computed_in_the_traced_one(
+    device, call, traced, run
+):
+    # The trace once converted the input to the traced dtype: a float16 input gave float32.
+    x = torch.randn(3, device=device)
+    trace = torch.jit.trace(call, (x.to(traced),), check_trace=False)
+    same(trace(x.to(traced)), call(x.to(traced)))
+    with pytest.raises(RuntimeError, match=r"opforge::(mul|add): dtype mismatch"):
+        trace(x.to(run))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_trace_of_operands_computed_in_float32_and_cast_back_is_refused(device):
+    h = torch.randn(3, device=device, dtype=torch.float16)
+    with pytest.raises(RuntimeError, match=r"^opforge\.torch\.mul: under torch\.jit\.trace, "):
+        torch.jit.trace(lambda p: ot.mul(p, torch.tensor(0.1)), (h,))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("alpha", [1e-8, 1e-45, 1e-6, 3.3, -0.1, np.float64(1e-8)])
 def test_an_alpha_the_dtype_rounds_is_rounded_where_torch_rounds_it(device, dtype, alpha):

@@ -645,7 +645,9 @@ def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
         # it in float32, so the op runs in the dtype without float32 copies of the tensor. mul
         # folds every number, as torch reads its second operand unrounded on every device: one
         # the dtype holds gives the same product either way, and no check of it is needed.
-        return a.to(dtype), float(b), None
+        # Left as it is where it has the dtype: a traced .to(dtype) would convert other dtypes
+        # silently; without it the op refuses them (its operands' dtypes then differ).
+        return (a if a.dtype == dtype else a.to(dtype)), float(b), None
     compute, cast = dtype, None
     # Two numbers are two 0-d tensors of the default dtype to torch, each rounded to it.
     if (
@@ -654,6 +656,12 @@ def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
         and any(_read_unrounded(name, i, v, dtype, device) for i, v in enumerate((a, b)))
     ):
         compute, cast = torch.float32, dtype
+        if _tracing() is not None:
+            raise RuntimeError(
+                f"opforge.torch.{name}: under torch.jit.trace, operands of two dtypes that "
+                f"opforge computes in float32 and casts back to {_dtype_word(dtype)} would be "
+                "cast so for inputs of any dtype; trace with operands of one dtype"
+            )
     a, b = (
         _operand(v, compute, device) if isinstance(v, torch.Tensor) else _scalar(v, compute, device)
         for v in (a, b)
@@ -681,7 +689,9 @@ def _operand(t: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor:
     # Any other tensor stays where it is (the op refuses a device mismatch).
     if t.dim() == 0 and t.device != device and t.device.type == "cpu":
         return t.to(device=device, dtype=dtype)
-    return t.to(dtype)
+    # Not converted where it has the dtype: a traced .to(dtype) would convert other dtypes
+    # silently; without it the op refuses them.
+    return t if t.dtype == dtype else t.to(dtype)
 
 
 def cast_result(out: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
