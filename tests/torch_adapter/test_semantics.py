@@ -738,7 +738,15 @@ def test_a_trace_run_on_another_dtype_is_refused_not_computed_in_the_traced_one(
 ):
     # The trace once converted the input to the traced dtype: a float16 input gave float32.
     x = torch.randn(3, device=device)
-    trace = torch.jit.trace(call, (x.to(traced),), check_trace=False)
+    try:
+        trace = torch.jit.trace(call, (x.to(traced),), check_trace=False)
+    except RuntimeError as exc:
+        # A number or 0-d tensor torch reads unrounded beside a float16 one (the operand
+        # torch's CUDA kernel takes in float32): computed in float32, refused while tracing.
+        assert traced == torch.float16 and device == "cuda", exc
+        said = ("opforge.torch.mul: under torch.jit.trace, ", "opforge.torch.add: under torch.jit.")
+        assert str(exc).startswith(said), exc
+        return
     same(trace(x.to(traced)), call(x.to(traced)))
     with pytest.raises(RuntimeError, match=r"opforge::(mul|add): dtype mismatch"):
         trace(x.to(run))
