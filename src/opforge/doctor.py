@@ -19,7 +19,7 @@ from opforge.dockerengine import engine_version
 from opforge.errors import ToolMissing
 from opforge.proxies import DOWNLOAD_PROXY_NAMES, PROXY_NAMES, proxy_problem
 from opforge.redact import mask_url
-from opforge.settings import Settings, ca_bundle_problem
+from opforge.settings import TOOL_VARIABLES, Settings, ca_bundle_problem
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,15 @@ def _version(name: str) -> str | None:
 def _tool(name: str, override: str | None) -> Check:
     """The tool a build will use, by the rule of ``opforge.build.toolchain``, and why that one."""
     tool = find_tool(name, override)
+    if tool is None and override:
+        # Set, so nothing else is looked for: say that this one does not run, as a build would.
+        variable = TOOL_VARIABLES[name]
+        return Check(
+            name,
+            False,
+            f"${variable}={override!r} does not run as {name} (not an executable, or "
+            f"`--version` failed); point {variable} at the {name} to use, or unset it",
+        )
     if tool is None:
         return Check(name, False, "not found (looked in: " + TOOL_RULE[name] + ")")
     return Check(name, True, f"{tool.version} ({tool.path}, from {tool.origin})")

@@ -8,14 +8,18 @@ the Python environment running opforge (where ``pip install cmake ninja`` puts t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 import os
+import selectors
 import shutil
+import signal
 import site
 import subprocess
 import sys
 import sysconfig
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,7 +84,14 @@ def _locate(name: str, override: str | None) -> tuple[str, str] | None:
     return None
 
 
+_VERSION_CHARS = 1 << 16  # of a tool's --version output, read for its version line
+_VERSION_BYTES = 1 << 20  # more than any compiler prints for --version: not a compiler
+
+
 def _version_line(name: str, output: str) -> str:
+    # Printed by doctor and in build errors: a control character (an escape sequence) would act
+    # on the terminal, so each shows as "?".
+    output = "".join(c if c.isprintable() or c in "\n\t" else "?" for c in output[:_VERSION_CHARS])
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     if name == "nvcc":
         release = [line for line in lines if "release" in line]
@@ -97,15 +108,48 @@ def find_tool(name: str, override: str | None = None) -> Tool | None:
     if located is None:
         return None
     path, origin = located
+    output = _version_output(path)
+    if output is None:
+        return None
+    return Tool(name, Path(path), _version_line(name, output), origin)
+
+
+def _version_output(path: str) -> str | None:
+    """What ``path --version`` prints (any bytes, decoded with replacements), or None when it
+    cannot run, fails, prints over 1 MiB or takes over 30 s; then its whole process group is
+    ended, so a wrapper script leaves no child behind."""
     try:
-        ran = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=30, check=False
+        process = subprocess.Popen(
+            [path, "--version"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except OSError:
         return None
-    if ran.returncode != 0:
-        return None
-    return Tool(name, Path(path), _version_line(name, ran.stdout), origin)
+    assert process.stdout is not None
+    deadline = time.monotonic() + 30
+    out = bytearray()
+    with process, selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not selector.select(left) or len(out) > _VERSION_BYTES:
+                with contextlib.suppress(OSError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                return None
+            chunk = os.read(process.stdout.fileno(), 1 << 16)
+            if not chunk:
+                break
+            out += chunk
+        try:
+            code = process.wait(max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGKILL)
+            return None
+    return out.decode("utf-8", errors="replace") if code == 0 else None
 
 
 def require_tool(name: str, why: str, override: str | None = None) -> Tool:
