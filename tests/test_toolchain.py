@@ -63,3 +63,22 @@ def test_a_hanging_wrapper_is_ended_with_its_children(tmp_path):
     status = Path(f"/proc/{child}/status")
     # Gone, or a zombie that init has yet to reap: not running on.
     assert not status.exists() or "\nState:\tZ" in status.read_text()
+
+
+def test_doctor_reads_only_the_start_of_a_huge_cudnn_header(tmp_path):
+    # A 20 GB sparse cudnn_version.h was read whole: doctor grew to 23 GB and was OOM-killed.
+    (tmp_path / "include").mkdir()
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libcudnn.so.9").write_bytes(b"")
+    (tmp_path / "include" / "cudnn.h").write_text("")
+    version = tmp_path / "include" / "cudnn_version.h"
+    version.write_text(
+        "#define CUDNN_MAJOR 9\n#define CUDNN_MINOR 13\n#define CUDNN_PATCHLEVEL 0\n"
+    )
+    with version.open("r+b") as grown:
+        grown.truncate(20 << 30)
+    doctor = run_opforge(
+        "--project", str(REPO), "doctor", env={"CUDNN_ROOT": str(tmp_path)}, timeout=120
+    )
+    row = next(line for line in doctor.stdout.splitlines() if line.startswith("cuDNN"))
+    assert f"9.13.0 at {tmp_path}" in row

@@ -85,12 +85,21 @@ def _cudnn_library(root: Path) -> Path | None:
     return None
 
 
+_HEADER_BYTES = 1 << 20
+
+
 def _cudnn_version(header: Path) -> str:
     """MAJOR.MINOR.PATCHLEVEL from cudnn_version.h beside the header (cuDNN 8 and 9), else from
     the header itself (cuDNN 7 and versioned-only layouts)."""
     for candidate in (header.parent / "cudnn_version.h", header):
         if candidate.is_file():
-            text = candidate.read_text(errors="replace")
+            # The defines sit near the top (cuDNN 7's cudnn.h: in its first few KB); a header
+            # of any size is read only that far.
+            try:
+                with candidate.open("rb") as header_file:
+                    text = header_file.read(_HEADER_BYTES).decode(errors="replace")
+            except OSError:
+                continue
             parts = [
                 re.search(rf"#define CUDNN_{k}\s+(\d+)", text)
                 for k in ("MAJOR", "MINOR", "PATCHLEVEL")
