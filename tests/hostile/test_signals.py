@@ -64,8 +64,13 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "sig",
+    [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT],
+    ids=["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"],
+)
 def test_a_signalled_build_stops_its_tools(tmp_path, sig):
+    # SIGHUP (the terminal closed) and SIGQUIT left cmake, ninja and the compilers running.
     project = _hanging_project(tmp_path / "project")
     build = subprocess.Popen(
         [sys.executable, "-m", "opforge", "--project", str(project), "build", "--quiet"],
@@ -95,5 +100,5 @@ def test_a_signalled_build_stops_its_tools(tmp_path, sig):
         for pid in tools:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
-    assert build.returncode == 130 and "opforge: interrupted" in stderr
+    assert build.returncode == 128 + sig and "opforge: interrupted" in stderr
     assert "Traceback" not in stderr

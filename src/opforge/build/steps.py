@@ -2,7 +2,7 @@
 
 A build is a sequence of steps (configure, build, install), each a command line; the engine hands
 them to a step runner. Each step runs in a process group of its own, and when opforge is interrupted (SIGINT) or
-terminated (SIGTERM) while a step runs, the whole group (cmake, ninja, the compilers they
+terminated (SIGTERM, SIGHUP, SIGQUIT) while a step runs, the whole group (cmake, ninja, the compilers they
 started) is stopped before opforge exits: nothing keeps building into a tree nobody owns.
 """
 
@@ -48,7 +48,12 @@ class Runner(Protocol):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived; handled as an interruption, so the CLI ends with one line, no traceback."""
+    """SIGTERM, SIGHUP (the terminal closed) or SIGQUIT arrived; handled as an interruption, so
+    the CLI ends with one line, no traceback, and the shell's status for the signal."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__()
+        self.signum = signum
 
 
 class HostRunner:
@@ -104,12 +109,14 @@ class HostRunner:
 
 
 class _Interrupts:
-    """SIGINT and SIGTERM while a step starts and runs: until ``arm`` (the step's process exists)
-    they are held, then raised; after it, raised at once (``KeyboardInterrupt``, ``Terminated``).
-    By default SIGTERM would end opforge at once, leaving the step's processes running. Only the
-    main thread may install handlers; elsewhere the defaults stay."""
+    """SIGINT, SIGTERM, SIGHUP and SIGQUIT while a step starts and runs: until ``arm`` (the
+    step's process exists) they are held, then raised; after it, raised at once
+    (``KeyboardInterrupt``, ``Terminated``). By default the others would end opforge at once,
+    leaving the step's processes running (the step is in a session of its own, so a closed
+    terminal's SIGHUP reaches only opforge). Only the main thread may install handlers; elsewhere
+    the defaults stay."""
 
-    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
     def __init__(self) -> None:
         self.armed = False
@@ -140,7 +147,7 @@ class _Interrupts:
 
     @staticmethod
     def _raise(signum: int) -> None:
-        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
 
 
 def _stop_group(proc: subprocess.Popen) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn, TextIO
 
 from opforge import __version__
+from opforge.build.steps import Terminated
 from opforge.cli import build, ci, doctor, images, pins, recipes
 from opforge.cli.common import Command, err, path_text, settings_from
 from opforge.errors import OpforgeError
@@ -139,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     except OpforgeError as exc:
         report(exc)
         return exc.exit_code
+    except Terminated as exc:
+        err("opforge: interrupted")
+        return 128 + exc.signum
     except KeyboardInterrupt:
         err("opforge: interrupted")
         return 130
