@@ -614,6 +614,29 @@ def test_an_unknown_generator_is_one_clear_error(generated_project):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("under", ["modules", "."])
+@pytest.mark.parametrize(
+    "init", ["raise SystemExit(0)\n", "print('side effect')\nraise ImportError('x')\n"]
+)
+def test_finding_a_generator_runs_none_of_its_packages_code(generated_project, under, init):
+    # Finding gpkg.gen imported gpkg: its SystemExit(0) made validate and build exit 0, silent.
+    package = generated_project.root / under / "gpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text(init)
+    (package / "gen.py").write_text("VALUE = 1\n")
+    recipe = generated_project.recipes_dir / "gen.yaml"
+    recipe.write_text(
+        recipe.read_text().replace("[probe_generator]", "[probe_generator, gpkg.gen]")
+    )
+    result = opforge(generated_project.root, "recipes", "validate")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "1 recipe(s) valid: gen\n", "the package's code did not run"
+    recipe.write_text(recipe.read_text().replace("gpkg.gen]", "gpkg.nosuch]"))
+    result = opforge(generated_project.root, "recipes", "validate")
+    assert result.returncode == 1 and "side effect" not in result.stdout
+    assert "generators[1]: no Python module 'gpkg.nosuch'" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("field", "problem"),
     [

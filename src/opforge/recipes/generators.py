@@ -10,8 +10,8 @@ fingerprint files unrelated to it, or none at all (a built-in or frozen module h
 
 from __future__ import annotations
 
-import importlib.util
 import sys
+from collections.abc import Callable
 from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
@@ -26,26 +26,51 @@ _HINT = (
 
 
 def _find(name: str, root: Path) -> ModuleSpec | None:
-    """``name``'s spec: in project ``root`` first, walking its packages without importing
-    them, then as the interpreter finds it. (Found through ``sys.path`` alone, a project
-    module was there for `python -m opforge` started at the root, and not for the `opforge`
-    script, or from another folder.)"""
-    path: list[str] | None = [str(root)]
+    """``name``'s spec: in project ``root`` first, then as the interpreter's finders find it,
+    walking its packages without importing them either way: a package's ``__init__`` may do
+    anything (exit, hang, print), and validating a recipe must not run it. (Found through
+    ``sys.path`` alone, a project module was there for `python -m opforge` started at the root,
+    and not for the `opforge` script, or from another folder.)"""
+    return _walk(name, lambda part, path: PathFinder.find_spec(part, path), [str(root)]) or _walk(
+        name, _find_by_finders, None
+    )
+
+
+def _walk(
+    name: str,
+    find: Callable[[str, list[str] | None], ModuleSpec | None],
+    path: list[str] | None,
+) -> ModuleSpec | None:
+    """The spec of dotted ``name``, each package's found by ``find`` in its parent's folders."""
     parts = name.split(".")
     for i in range(len(parts)):
-        spec = PathFinder.find_spec(".".join(parts[: i + 1]), path)
+        prefix = ".".join(parts[: i + 1])
+        loaded = sys.modules.get(prefix)
+        spec = getattr(loaded, "__spec__", None) if loaded is not None else find(prefix, path)
         if spec is None:
-            break
-        path = spec.submodule_search_locations
+            return None
         if i == len(parts) - 1:
             return spec
+        path = spec.submodule_search_locations
         if path is None:
-            break
-    try:
-        return importlib.util.find_spec(name)
-    # Finding a submodule imports its parent packages, whose own code may raise anything.
-    except Exception:
-        return None
+            return None
+    return None
+
+
+def _find_by_finders(name: str, path: list[str] | None) -> ModuleSpec | None:
+    """``name`` as the interpreter's finders (``sys.meta_path``: the path finder, an editable
+    install's) find it, without loading it."""
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        if find_spec is None:
+            continue
+        try:
+            spec = find_spec(name, path)
+        except Exception:  # a finder's own failure: as if it had not found it
+            continue
+        if spec is not None:
+            return spec
+    return None
 
 
 def _files(spec: ModuleSpec) -> list[Path]:
