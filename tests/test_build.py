@@ -456,6 +456,30 @@ def test_wheel_recipe_builds_records_and_installs_a_wheel(wheel_project, tmp_pat
     assert (tmp_path / "site" / "opforge_probe" / "__init__.py").read_text() == "VALUE = 1\n"
 
 
+@pytest.mark.parametrize(("target", "refused"), [("/etc/passwd", True), ("__init__.py", False)])
+def test_an_output_linked_out_of_dist_is_refused(wheel_project, tmp_path, target, refused):
+    # The wheel carried /etc/passwd's content, the record only "symlink:/etc/passwd".
+    cmake = wheel_project.root / "probe" / "CMakeLists.txt"
+    cmake.write_text(
+        PY_CMAKE
+        + f'install(CODE "file(CREATE_LINK {target} '
+        + '\\${CMAKE_INSTALL_PREFIX}/python/opforge_probe/linked SYMBOLIC)")\n'
+    )
+    recipe = wheel_project.recipes_dir / "probe.yaml"
+    recipe.write_text(recipe.read_text().replace("__init__.py]", "*]"))
+    result = opforge(wheel_project.root, "build")
+    if not refused:  # a link inside dist/ (libfoo.so -> libfoo.so.1) is an output as any
+        assert result.returncode == 0, result.stderr
+        return
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    prefix = wheel_project.dist_dir / "cpu"
+    assert result.stderr.splitlines() == [
+        f"opforge: error: target probe: output python/opforge_probe/linked is a link out of {prefix}",
+        f"  hint: install the file itself, or a link to one under {prefix}",
+    ]
+    assert not list(wheel_project.dist_dir.glob("*.whl"))
+
+
 def test_dist_install_before_any_build_is_a_clear_error(wheel_project):
     result = opforge(wheel_project.root, "dist", "install")
     assert result.returncode == 1

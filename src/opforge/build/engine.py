@@ -23,6 +23,7 @@ from opforge.build.fingerprint import (
     describe_change,
     describe_output_change,
     installed_outputs,
+    links_out_of,
 )
 from opforge.build.record import WHEEL_KEY, BuildRecord, TargetRecord, recorded_wheels
 from opforge.build.steps import Runner
@@ -293,6 +294,14 @@ class BuildEngine:
             raise BuildError(
                 f"target {recipe.name}: declared output {unmatched[0]!r} was not installed under {prefix}",
                 hint=f"fix `outputs:` in {recipe.path} or the install rules of the build",
+            )
+        outside = links_out_of(prefix, installed)
+        if outside:
+            # A wheel would carry the file it points at (/etc/passwd), and the record only the
+            # link: a change there would neither show nor rebuild.
+            raise BuildError(
+                f"target {recipe.name}: output {outside[0]} is a link out of {prefix}",
+                hint=f"install the file itself, or a link to one under {prefix}",
             )
         wheel = None
         if recipe.wheel is not None:

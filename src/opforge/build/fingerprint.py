@@ -7,6 +7,7 @@ Two builds with the same fingerprint produce the same outputs, so a match means 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from opforge import __version__
@@ -47,6 +48,19 @@ def installed_outputs(prefix: Path, patterns: tuple[str, ...]) -> tuple[dict[str
             else:
                 digests[rel] = hash_file(path)["sha256"]
     return digests, unmatched
+
+
+def links_out_of(prefix: Path, outputs: dict[str, str]) -> list[str]:
+    """The outputs (as ``installed_outputs`` gives them) that are symbolic links leading out of
+    ``prefix``, each as its path relative to ``prefix``."""
+    inside = prefix.resolve()
+    found = []
+    for rel, digest in outputs.items():
+        if digest.startswith("symlink:"):
+            target = Path(os.path.realpath(prefix / rel))
+            if not target.is_relative_to(inside):
+                found.append(rel)
+    return found
 
 
 def generator_sources(recipe: Recipe, root: Path) -> dict[str, str]:
