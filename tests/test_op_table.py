@@ -412,6 +412,44 @@ BAD = [
         ),
         "ops.batch_norm.torch.0.args.running_mean: an argument the op updates in place",
     ),
+    # Names, text and defaults that the generated C, C++ or Python would take as code.
+    ("op named as a C++ keyword", _set("ops.delete", {}), "ops.delete: 'delete' is a keyword"),
+    (
+        "argument named as a C keyword",
+        _set("ops.mul.signature", "mul(Tensor a, Tensor int, float scale) -> Tensor out"),
+        "ops.mul.signature: 'int' is a keyword of C, C++ or Python",
+    ),
+    (
+        "argument named stream",
+        _set("ops.mul.signature", "mul(Tensor a, Tensor stream, float scale) -> Tensor out"),
+        "'stream' is a keyword of C, C++ or Python, or a name the generated code uses",
+    ),
+    (
+        "argument named out",
+        _set("ops.mul.signature", "mul(Tensor a, Tensor out, float scale) -> Tensor y"),
+        "'out' is a keyword of C, C++ or Python, or a name the generated code uses",
+    ),
+    (
+        "doc that ends the C comment",
+        _set("ops.mul.doc", "evil */ #include </etc/passwd>"),
+        "ops.mul.doc: '*/' would end or escape the generated comment",
+    ),
+    (
+        "function doc that ends the docstring",
+        _set("ops.mul.torch.0.doc", 'x"""; import os; """'),
+        'ops.mul.torch.0.doc: \'"""\' would end or escape',
+    ),
+    (
+        "doc with a backslash",
+        _set("ops.mul.mindspore.0.doc", "a \\N{bell} b"),
+        "ops.mul.mindspore.0.doc: a backslash would end or escape",
+    ),
+    (
+        "default that is code",
+        _set("ops.add.torch.0.def", "add(input, other, *, alpha=__import__('os').system('id'))"),
+        "ops.add.torch.0.def: the default of 'alpha' must be a literal",
+    ),
+    ("unknown top-level key", _set("bogus", 1), "bogus: unknown key"),
     (
         # The adapters cast one promoted result back; a tuple's would stay float32.
         "promote with several results",

@@ -6,6 +6,7 @@ Every error names the file and the key (``kernels/ops.yaml: ops.softmax.inputs.x
 from __future__ import annotations
 
 import ast
+import keyword
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -69,6 +70,24 @@ _INTERVAL = re.compile(r"^([(\[])\s*([-+.0-9eE]+)\s*,\s*([-+.0-9eE]+)\s*([)\]])$
 # generated _ops.py of each adapter imports under these names.
 EXPRESSION_MODULES = {"torch": {"torch", "_rt"}, "mindspore": {"ops", "_rt"}}
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+# Names the generated C, C++ and Python code cannot take for an op or an argument: keywords of
+# the three languages, and what the generated functions name themselves (`stream`, the CUDA
+# stream of every C entry point; `out`, the refused out= keyword of the Python helpers).
+_CPP_KEYWORD_TEXT = """
+alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+co_return co_yield decltype default delete do double dynamic_cast else enum explicit export
+extern false float for friend goto if inline int long mutable namespace new noexcept not not_eq
+nullptr operator or or_eq private protected public register reinterpret_cast requires restrict
+return short signed sizeof static static_assert static_cast struct switch template this
+thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
+wchar_t while xor xor_eq
+"""
+_CPP_KEYWORDS = frozenset(_CPP_KEYWORD_TEXT.split())
+_RESERVED = _CPP_KEYWORDS | frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
+_RESERVED_ARGS = _RESERVED | {"stream", "out"}
+_RESERVED_OUTPUTS = _RESERVED | {"stream"}
+_TOP_KEYS = {"version", "dtype_sets", "ops"}
 _ARG = re.compile(
     r"^(Tensor(?:\([a-z]!\))?\??|int\[\]|int\??|float\??|bool|str)\s+([a-z][a-z0-9_]*)$"
 )
@@ -262,6 +281,9 @@ def parse(path: Path, data: object) -> OpTable:
             f"{path}: expected a mapping with `version`, `dtype_sets` and `ops`",
             hint=_KEYS_HINT,
         )
+    unknown = sorted(str(k) for k in data if k not in _TOP_KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: {unknown[0]}: unknown key", hint=_KEYS_HINT)
     if data.get("version") != VERSION:
         raise ConfigError(
             f"{path}: version: expected {VERSION}, got {data.get('version')!r}",
@@ -322,6 +344,25 @@ def _mapping(where: _Where, value: object, allowed: set[str] | None = None) -> d
     return value
 
 
+def _is_literal(source: str) -> bool:
+    """Whether ``source`` is a plain literal: a number (signed), a string, None, True or False."""
+    try:
+        value = ast.literal_eval(source)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _check_doc(where: _Where, doc: str) -> None:
+    """A description goes into a C comment and a Python docstring as written: text that would
+    end either, a backslash (an escape in the docstring) or a control character is refused."""
+    for bad, what in (("*/", "'*/'"), ('"""', '\'"""\''), ("\\", "a backslash")):
+        if bad in doc:
+            raise where.error(f"{what} would end or escape the generated comment or docstring")
+    if any(ord(c) < 0x20 and c != "\n" for c in doc) or "\x7f" in doc:
+        raise where.error("a control character in the description")
+
+
 def _signature(where: _Where, name: str, text: object) -> tuple[list[Arg], list[str]]:
     if not isinstance(text, str):
         raise where.error("expected `name(Type arg, ...) -> Type out`")
@@ -352,6 +393,13 @@ def _signature(where: _Where, name: str, text: object) -> tuple[list[Arg], list[
         if not out:
             raise where.error(f"cannot read output {part!r} (expected `Tensor name`)")
         outputs.append(out.group(1))
+    for reserved, kind in ((_RESERVED_ARGS, [a.name for a in args]), (_RESERVED_OUTPUTS, outputs)):
+        taken = next((n for n in kind if n in reserved), None)
+        if taken:
+            raise where.error(
+                f"{taken!r} is a keyword of C, C++ or Python, or a name the generated code "
+                "uses itself (stream, and out= for an argument); rename it"
+            )
     names = [a.name for a in args] + outputs
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
@@ -363,10 +411,13 @@ def _op(path: Path, name: str, raw: object, dtype_sets: Mapping[str, tuple]) -> 
     where = _Where(path, f"ops.{name}")
     if not _NAME.fullmatch(name):
         raise where.error("op names are lowercase letters, digits and underscores")
+    if name in _RESERVED:
+        raise where.error(f"{name!r} is a keyword of C, C++ or Python, which the generated code is")
     raw = _mapping(where, raw, _OP_KEYS)
     doc = raw.get("doc")
     if not isinstance(doc, str) or not doc.strip():
         raise (where / "doc").error("expected a description of the op")
+    _check_doc(where / "doc", doc)
     args, output_names = _signature(where / "signature", name, raw.get("signature"))
     by_name = {a.name: a for a in args}
     tensors = {a.name for a in args if a.is_tensor}
@@ -689,9 +740,18 @@ def _function(
         Param(a.arg, None if d is None else ast.unparse(d), keyword_only=True)
         for a, d in zip(spec.kwonlyargs, spec.kw_defaults, strict=True)
     ]
+    for param in params:
+        if param.default is not None and not _is_literal(param.default):
+            raise (where / "def").error(
+                f"the default of {param.name!r} must be a literal (a number, a string, None, "
+                f"True or False), got {param.default!r}"
+            )
+    if spec.vararg or spec.kwarg or spec.posonlyargs:
+        raise (where / "def").error("*args, **kwargs and positional-only parameters are not taken")
     doc = raw.get("doc")
     if not isinstance(doc, str) or not doc.strip():
         raise (where / "doc").error("expected a docstring")
+    _check_doc(where / "doc", doc)
     args = _mapping(where / "args", raw.get("args"))
     if set(args) != set(by_name):
         missing = sorted(set(by_name) - set(args)) or sorted(set(args) - set(by_name))
