@@ -366,6 +366,8 @@ def test_doctor_finds_the_cudnn_the_build_links(tmp_path, monkeypatch):
         (["build", "--jobs", "-3"], "argument --jobs: must be more than 0, got -3"),
         (["build", "--jobs", "0"], "argument --jobs: must be more than 0, got 0"),
         (["build", "--jobs", "two"], "argument --jobs: expected a whole number, got 'two'"),
+        # int() takes other scripts' digits: '٣' is 3 to it.
+        (["build", "--jobs", "\u0663"], "argument --jobs: expected a whole number, got '\u0663'"),
         (
             ["build", "--jobs", "99999999999999999999"],
             "argument --jobs: must be at most 4096, got 99999999999999999999",

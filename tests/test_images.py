@@ -532,7 +532,8 @@ def test_a_base_image_that_is_no_reference_is_refused(tmp_path, base, problem):
         variable = _offline_context(tmp_path, "--kind", "runtime", env=env)
         assert variable.stderr.splitlines() == [
             f"opforge: error: base image {base!r} {problem}",
-            "  hint: give name[:tag] or name@sha256:<digest>, e.g. debian:{suite}-slim",
+            "  hint: fix $BASE_IMAGE (or --base-image): give name[:tag] or name@sha256:<digest>, "
+            "e.g. debian:{suite}-slim",
         ]
         assert not build.exists()
 

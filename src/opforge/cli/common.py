@@ -126,6 +126,8 @@ def positive(kind: type, most: float | None = None) -> Callable[[str], float | i
 
     def parse(text: str) -> float | int:
         try:
+            if not text.isascii():  # int() reads other scripts' digits ('٣' is 3)
+                raise ValueError(text)
             value = kind(text)
         except ValueError:
             noun = "a whole number" if kind is int else "a number"

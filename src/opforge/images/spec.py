@@ -146,7 +146,10 @@ def fill_base(base_image: str | None, suite: str) -> str:
     (``$BASE_IMAGE`` is not checked before) is refused."""
     problem = None if base_image is None else base_image_problem(base_image)
     if problem:
-        raise ConfigError(f"base image {base_image!r} {problem}", hint=BASE_IMAGE_HINT)
+        raise ConfigError(
+            f"base image {base_image!r} {problem}",
+            hint=f"fix $BASE_IMAGE (or --base-image): {BASE_IMAGE_HINT}",
+        )
     return (base_image or DEFAULT_BASE).replace("{suite}", suite)
 
 
