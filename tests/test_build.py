@@ -480,6 +480,23 @@ def test_an_output_linked_out_of_dist_is_refused(wheel_project, tmp_path, target
     assert not list(wheel_project.dist_dir.glob("*.whl"))
 
 
+@pytest.mark.parametrize(
+    ("outputs", "said"),
+    [
+        ("[python/opforge_probe]", "is a folder under {prefix}, not files"),
+        ("[python/opforge_probe/nope.py]", "was not installed under {prefix}"),
+    ],
+)
+def test_a_declared_output_that_is_a_folder_or_missing_is_named(wheel_project, outputs, said):
+    recipe = wheel_project.recipes_dir / "probe.yaml"
+    recipe.write_text(recipe.read_text().replace("[python/opforge_probe/__init__.py]", outputs))
+    result = opforge(wheel_project.root, "build")
+    prefix = wheel_project.dist_dir / "cpu"
+    first = result.stderr.splitlines()[0]
+    assert result.returncode == 1 and first.startswith("opforge: error: target probe: declared")
+    assert first.endswith(said.format(prefix=prefix))
+
+
 def test_dist_install_before_any_build_is_a_clear_error(wheel_project):
     result = opforge(wheel_project.root, "dist", "install")
     assert result.returncode == 1

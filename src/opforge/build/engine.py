@@ -290,6 +290,13 @@ class BuildEngine:
                     (build_dir / "CMakeCache.txt").unlink(missing_ok=True)
                 raise
         installed, unmatched = installed_outputs(prefix, recipe.outputs_for(profile))
+        if unmatched and any(p.is_dir() for p in prefix.glob(unmatched[0])):
+            raise BuildError(
+                f"target {recipe.name}: declared output {unmatched[0]!r} is a folder under "
+                f"{prefix}, not files",
+                hint=f"declare its files in `outputs:` of {recipe.path}, e.g. "
+                f"'{unmatched[0]}/**/*'",
+            )
         if unmatched:
             raise BuildError(
                 f"target {recipe.name}: declared output {unmatched[0]!r} was not installed under {prefix}",
