@@ -56,6 +56,20 @@ def _write(project: Project, name: str, text: str) -> Path:
     return path
 
 
+def test_a_recipe_linked_in_from_outside_the_project_is_refused(project, tmp_path_factory):
+    # Sources and source_dir linking out were refused; the recipe itself was not.
+    outside = tmp_path_factory.mktemp("elsewhere") / "beta.yaml"
+    outside.write_text(BASE.format(name="beta"))
+    link = project.recipes_dir / "beta.yaml"
+    link.symlink_to(outside)
+    with pytest.raises(RecipeError) as info:
+        _load(project)
+    assert str(info.value).startswith(f"{link}: a link out of the project, to {outside}")
+    link.unlink()
+    (project.recipes_dir / "beta.yaml").symlink_to(project.recipes_dir / "alpha.yaml")
+    assert list(_load(project).recipes) == ["alpha"], "a link inside is the file it names, once"
+
+
 def test_valid_project_loads(project):
     assert list(_load(project).recipes) == ["alpha"]
 

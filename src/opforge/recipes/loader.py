@@ -317,6 +317,15 @@ def _reference_problems(recipes: dict[str, Recipe], pins: PinSet) -> list[_Probl
     return found
 
 
+def _links_out(file: Path, root: Path) -> bool:
+    """Whether ``file`` lies in project ``root`` but is a link (or under a linked folder) to a
+    file outside it: the project's recipes, like its sources, are its own files."""
+    inside = root.resolve()
+    return file.absolute().is_relative_to(root.absolute()) and not file.resolve().is_relative_to(
+        inside
+    )
+
+
 def load_recipes(paths: list[Path], pins: PinSet, root: Path) -> RecipeBook:
     """Parse, validate and cross-check the recipe files at ``paths`` (files or directories).
 
@@ -338,6 +347,15 @@ def load_recipes(paths: list[Path], pins: PinSet, root: Path) -> RecipeBook:
             problems.append(_Problem(f"{path}: no such recipe file or directory", _MISSING_HINT))
             continue
         for file in found:
+            if _links_out(file, root):
+                problems.append(
+                    _Problem(
+                        f"{file}: a link out of the project, to {file.resolve()}",
+                        "copy the recipe into the project, or give its path to "
+                        "`opforge recipes validate` to check it",
+                    )
+                )
+                continue
             files.setdefault(file.resolve(), file)
     recipes: dict[str, Recipe] = {}
     for file in files.values():
