@@ -255,3 +255,32 @@ def test_container_tests_take_no_wheels_only_where_none_was_built(wheel_and_lib)
     assert dist_wheels(project, "cpu", none_ok=True) == []
     with pytest.raises(BuildError, match="no wheels recorded for profile cpu"):
         dist_wheels(project, "cpu")
+
+
+@pytest.mark.parametrize("kind", ["folder", "link out"])
+def test_a_build_record_place_that_cannot_be_written_stops_the_build_first(
+    wheel_and_lib, tmp_path, kind
+):
+    # The refusal came after configure, build and install had written dist/cpu.
+    record = wheel_and_lib / "dist" / "build-record.json"
+    shutil.rmtree(wheel_and_lib / "dist")
+    record.parent.mkdir()
+    if kind == "folder":
+        record.mkdir()
+        said = f"{record} is a directory, where the build record is written"
+    else:
+        outside = tmp_path / "elsewhere.json"
+        outside.write_text("{}")
+        record.symlink_to(outside)
+        said = "dist/build-record.json leads out of"
+    error = one_line_error(opforge(wheel_and_lib, "build"))
+    assert said in error
+    assert not (wheel_and_lib / "dist" / "cpu").exists(), "nothing built"
+
+
+def test_a_huge_build_record_counts_as_none(tmp_path):
+    path = tmp_path / "build-record.json"
+    with path.open("w") as f:
+        f.write('{"schema": 1, "targets": {}, "pad": "')
+        f.truncate(64 << 20)
+    assert BuildRecord(path).targets == {}

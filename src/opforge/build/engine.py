@@ -30,7 +30,7 @@ from opforge.build.steps import Runner
 from opforge.build.toolchain import Tool, require_python_package, require_tool
 from opforge.build.wheel import build_wheel, wheel_files
 from opforge.dirs import BUILD_DIR_HINT, make_dirs
-from opforge.errors import BuildError, RecipeError, ToolMissing
+from opforge.errors import BuildError, ConfigError, RecipeError, ToolMissing
 from opforge.pins.digest import hash_file
 from opforge.pins.fetch import Fetcher
 from opforge.pins.model import PinSet
@@ -90,6 +90,17 @@ def _build_lock(*directories: Path):
                     hint="wait for it to finish",
                 ) from None
         yield
+
+
+def _require_record_writable(path: Path, root: Path) -> None:
+    """``ConfigError`` before anything builds where the build record could not be written at
+    the end: a link out of the project, or a folder in its place."""
+    require_inside(root, path)
+    if path.is_dir():
+        raise ConfigError(
+            f"{path} is a directory, where the build record is written",
+            hint=f"remove the folder {path}, then build again",
+        )
 
 
 def _all_missing(missing: dict[str, ToolMissing]) -> ToolMissing:
@@ -165,6 +176,7 @@ class BuildEngine:
         # dist/ is the project's own: the build record, the installs and the wheels are refused
         # through a link that leads out of it (a build directory may be anywhere).
         require_inside(self.project.root, self.project.dist_dir / profile)
+        _require_record_writable(self.project.build_record, self.project.root)
         build_dir = make_dirs(self.project.build_dir, hint=BUILD_DIR_HINT)
         dist_dir = make_dirs(self.project.dist_dir)
         with _build_lock(dist_dir, build_dir):

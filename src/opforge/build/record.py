@@ -8,10 +8,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from opforge.atomic import write_text
-from opforge.errors import BuildError
+from opforge.errors import BuildError, ConfigError
 from opforge.requirements import has_control_character
+from opforge.yamlfile import read_text_file
 
 SCHEMA_VERSION = 1
+# Far above any record's size (a few KB a target): one past it is damaged, not read.
+_RECORD_BYTES = 16 << 20
 # Prefix of the output keys naming a target's wheel, a file directly in dist/.
 WHEEL_KEY = "wheel:"
 
@@ -86,13 +89,22 @@ class BuildRecord:
 
     def _load(self) -> None:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            # Regular files only, and bounded: a FIFO would block, a huge file fill memory.
+            data = json.loads(read_text_file(self.path, limit=_RECORD_BYTES))
             schema = data.get("schema")
             if type(schema) is not int or schema != SCHEMA_VERSION:  # `true` equals 1
                 return
             for name, profiles in data["targets"].items():
                 self.targets[name] = {p: TargetRecord.from_json(rec) for p, rec in profiles.items()}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        except (
+            OSError,
+            ConfigError,
+            ValueError,
+            KeyError,
+            TypeError,
+            AttributeError,
+            RecursionError,
+        ):
             # A damaged record only costs a rebuild; it is rewritten whole afterwards.
             self.targets = {}
 
