@@ -244,3 +244,17 @@ def test_a_poisoned_cache_entry_never_reaches_dist(file_server, tmp_path):
     assert second.returncode == 0, second.stdout + second.stderr
     assert f"cached file {blob} was corrupt" in second.stderr
     assert (project / "dist" / "cpu" / "include" / "pinned.h").read_bytes() == BODY
+
+
+def test_list_does_not_call_a_file_under_a_linked_shard_cached(served, tmp_path):
+    # pins list said `cached` where verify and fetch refuse the linked shard directory.
+    pins, cache, blob = served
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / blob.name).write_bytes(BODY)
+    blob.parent.parent.mkdir(parents=True)
+    blob.parent.symlink_to(elsewhere)
+    pin = load_pins(pins).pins["blob"]
+    assert not cache.has(pin) and cache.holds_entry(pin)
+    listed = opforge("pins", "list", "--pins", str(pins), "--cache", str(cache.root))
+    assert listed.returncode == 0 and " damaged " in listed.stdout

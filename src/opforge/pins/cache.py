@@ -166,9 +166,13 @@ class ContentCache:
 
     def has(self, pin: Pin) -> bool:
         """True when a regular file is cached under ``pin``'s digest, of the pin's size where it
-        records one (not re-hashed: ``verify`` does that)."""
+        records one (not re-hashed: ``verify`` does that). Not through a shard directory that
+        is a link, which ``verify`` and ``fetch`` refuse."""
+        path = self.path_for(pin)
+        if path.parent.is_symlink():
+            return False
         try:
-            info = self.path_for(pin).lstat()
+            info = path.lstat()
         except OSError:
             return False
         return stat.S_ISREG(info.st_mode) and pin.size in (None, info.st_size)
