@@ -138,7 +138,8 @@ def sync_workflow(root: Path, matrix: Matrix, *, check: bool) -> bool:
         current, state = None, "is missing"
     except ConfigError as exc:
         # Unreadable, not a file or not UTF-8: out of date, written anew (--check says why).
-        current, state = None, f"cannot be read ({exc.message.rpartition(': ')[2]})"
+        reason = exc.message.partition(": ")[2].removeprefix("cannot read: ")
+        current, state = None, f"cannot be read: {reason}"
     if current == text:
         return False
     if path.is_dir():
