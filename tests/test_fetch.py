@@ -129,9 +129,7 @@ def test_mirrors_are_tried_in_order(file_server, fetcher):
 
 
 def test_connection_refused_is_one_clear_error(fetcher):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = _free_port()
     url = f"http://127.0.0.1:{port}/blob.bin"
     with pytest.raises(PinError, match=rf"connection refused by 127\.0\.0\.1:{port}"):
         fetcher.fetch(_pin("blob", url))
@@ -238,10 +236,15 @@ def test_no_proxy_bypasses_the_proxy(file_server, fetcher, proxy, monkeypatch):
     assert len(file_server.requests_for("/blob.bin")) == 1
 
 
-def test_unreachable_proxy_is_named(file_server, fetcher, monkeypatch):
+def _free_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        return probe.getsockname()[1]
+
+
+def test_unreachable_proxy_is_named(file_server, fetcher, monkeypatch):
+    port = _free_port()
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
     with pytest.raises(
         PinError, match=rf"cannot reach the proxy HTTP_PROXY=http://127\.0\.0\.1:{port} "
@@ -250,9 +253,7 @@ def test_unreachable_proxy_is_named(file_server, fetcher, monkeypatch):
 
 
 def test_unreachable_proxy_is_named_in_its_spelling_its_password_masked(file_server, tmp_path):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = _free_port()
     url = file_server.add("/blob.bin", BODY)
     pins = write_pins(
         tmp_path / "p.yaml", f"pins:\n  blob:\n    url: {url}\n    sha256: {sha256(BODY)}\n"

@@ -7,7 +7,6 @@ Two builds with the same fingerprint produce the same outputs, so a match means 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from opforge import __version__
@@ -19,6 +18,7 @@ from opforge.pins.digest import hash_bytes, hash_file
 from opforge.pins.model import PinSet
 from opforge.recipes.generators import generator_files
 from opforge.recipes.model import OptionValue, Recipe
+from opforge.recipes.paths import link_problem
 
 # How many names one category of change lists before "(+N more)".
 _NAMES_SHOWN = 3
@@ -52,15 +52,13 @@ def installed_outputs(prefix: Path, patterns: tuple[str, ...]) -> tuple[dict[str
 
 def links_out_of(prefix: Path, outputs: dict[str, str]) -> list[str]:
     """The outputs (as ``installed_outputs`` gives them) that are symbolic links leading out of
-    ``prefix``, each as its path relative to ``prefix``."""
-    inside = prefix.resolve()
-    found = []
-    for rel, digest in outputs.items():
-        if digest.startswith("symlink:"):
-            target = Path(os.path.realpath(prefix / rel))
-            if not target.is_relative_to(inside):
-                found.append(rel)
-    return found
+    ``prefix`` (or looping), each as its path relative to ``prefix``: the recipes' own check of
+    links (``link_problem``) with ``prefix`` as the root."""
+    return [
+        rel
+        for rel, digest in outputs.items()
+        if digest.startswith("symlink:") and link_problem(prefix, rel) is not None
+    ]
 
 
 def generator_sources(recipe: Recipe, root: Path) -> dict[str, str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from opforge.errors import ConfigError, unreadable
 from opforge.frameworks import TORCH
+from opforge.pins.model import PIN_NAME
 from opforge.yamlfile import parse_yaml, read_yaml_file
 
 KINDS = ("devel", "runtime")
@@ -40,8 +41,6 @@ _SUITE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*", re.ASCII)
 # An apt `package=version` (Debian policy's names and versions): handed to apt-get as one
 # argument each, where a leading '-' would be an option and a line break a new instruction.
 _DEB_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]*(?:=[0-9][A-Za-z0-9.+~:-]*)?", re.ASCII)
-# A pinned wheel's name in checksums.yaml (a pip flavour's `devel:`/`runtime:` entries).
-_PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", re.ASCII)
 _COMBINATION_KEYS = {"cuda", "cudnn", *FLAVOURS, *(f"{f}_reason" for f in FLAVOURS)}
 
 
@@ -189,7 +188,7 @@ def _wheels(where: str, raw: dict, key: str) -> dict[str, tuple[str, ...]] | Non
         return None
     wheels = {kind: tuple(value[kind]) for kind in KINDS}
     for kind, names in wheels.items():
-        bad = next((n for n in names if not isinstance(n, str) or not _PIN_NAME.fullmatch(n)), None)
+        bad = next((n for n in names if not isinstance(n, str) or not PIN_NAME.fullmatch(n)), None)
         if bad is not None or not names:
             raise ConfigError(
                 f"{where}.{key}.{kind}: {bad!r} is not a pin name"

@@ -14,7 +14,7 @@ from opforge.yamlfile import read_yaml_file
 
 # A pin's name reaches file names, CMake variables and log lines: letters, digits, '.', '_', '-'.
 # Matched whole (fullmatch): `$` would also match before a final newline.
-_PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 _PIN_KEYS = {"url", "urls", "sha256", "md5", "size", "index", "description"}
@@ -121,7 +121,7 @@ def _where(path: Path, *keys: str) -> str:
 
 
 def _parse_pin(path: Path, name: str, raw: object, unpinned_ok: bool, replacing: bool) -> Pin:
-    if not _PIN_NAME.fullmatch(name):
+    if not PIN_NAME.fullmatch(name):
         raise ConfigError(
             f"{_where(path, 'pins')}: {name!r}: not a valid pin name",
             hint="a pin name is up to 100 letters, digits, '.', '_' or '-', starting with a "

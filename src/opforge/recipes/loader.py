@@ -319,11 +319,11 @@ def _reference_problems(recipes: dict[str, Recipe], pins: PinSet) -> list[_Probl
 
 def _links_out(file: Path, root: Path) -> bool:
     """Whether ``file`` lies in project ``root`` but is a link (or under a linked folder) to a
-    file outside it: the project's recipes, like its sources, are its own files."""
-    inside = root.resolve()
-    return file.absolute().is_relative_to(root.absolute()) and not file.resolve().is_relative_to(
-        inside
-    )
+    file outside it: the project's recipes, like its sources, are its own files
+    (``link_problem``, the sources' check)."""
+    if not file.absolute().is_relative_to(root.absolute()):
+        return False
+    return link_problem(root, file.absolute().relative_to(root.absolute()).as_posix()) is not None
 
 
 def load_recipes(paths: list[Path], pins: PinSet, root: Path) -> RecipeBook:
