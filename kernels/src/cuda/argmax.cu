@@ -167,31 +167,42 @@ __global__ void __launch_bounds__(kSegmentThreads)
   }
 }
 
-// One warp per row merges the row's `splits` segment results (launch_overlapped). A whole
-// tensor's row has thousands: each lane loads kMergeUnroll of them at once, not one L2 round
-// trip after another (which took 8 us of a 360 us argmax over 2^28 elements). `better` picks
-// the same winner in any order.
+// Merges each row's `splits` segment results (launch_overlapped): a warp per row
+// (kMergeThreads 32, kWarpRowsPerBlock rows a block) or, for rows of many segments (a whole
+// tensor's row has thousands), a block per row. Each thread loads kMergeUnroll of them at once,
+// so a row takes few L2 round trips, not one after another (which took 8 us of a 360 us argmax
+// over 2^28 elements). `better` picks the same winner in any order.
 constexpr int kMergeUnroll = 8;
-__global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
+constexpr int kMergeBlock = 1024;
+template <int kMergeThreads>
+__global__ void __launch_bounds__(kMergeThreads == 32 ? 32 * kWarpRowsPerBlock : kMergeThreads)
     argmax_merge_segments(const Best* __restrict__ partial, int64_t splits, int64_t rows,
                           int64_t* __restrict__ out, int64_t out_row) {
-  const int lane = threadIdx.x & 31;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
+  constexpr bool kWarp = kMergeThreads == 32;
+  const int t = kWarp ? threadIdx.x & 31 : threadIdx.x;
+  const int64_t row = kWarp ? static_cast<int64_t>(blockIdx.x) * kWarpRowsPerBlock +
+                                  (threadIdx.x >> 5)
+                            : blockIdx.x;
   wait_for_prior_grid();
-  if (row >= rows) return;
+  if (row >= rows) return;  // whole warps leave; a block per row has no row to leave
   const Best* parts = partial + row * splits;
   Best best = worst();
-  int64_t k = lane;
-  for (; k + (kMergeUnroll - 1) * 32 < splits; k += kMergeUnroll * 32) {
+  for (int64_t k = t; k < splits; k += kMergeUnroll * kMergeThreads) {
     Best b[kMergeUnroll];
 #pragma unroll
-    for (int u = 0; u < kMergeUnroll; ++u) b[u] = parts[k + u * 32];
+    for (int u = 0; u < kMergeUnroll; ++u) {
+      const int64_t q = k + static_cast<int64_t>(u) * kMergeThreads;
+      b[u] = q < splits ? parts[q] : worst();
+    }
 #pragma unroll
     for (int u = 0; u < kMergeUnroll; ++u) best = better(best, b[u]);
   }
-  for (; k < splits; k += 32) best = better(best, parts[k]);
-  best = warp_best(best);
-  if (lane == 0) out[row * out_row] = best.index;
+  if constexpr (kWarp) {
+    best = warp_best(best);
+  } else {
+    best = block_best<kMergeThreads>(best);
+  }
+  if (t == 0) out[row * out_row] = best.index;
 }
 
 // x as [outer, len, inner] (stride 1 along inner; out: [outer, inner], stride 1 along inner).
@@ -290,7 +301,12 @@ opforge_status argmax_rows(const T* x, int64_t* out, const ReduceView& v, const 
   argmax_segments<T>
       <<<blocks, kSegmentThreads, 0, s>>>(x, x_row, len, segment, splits, out, out_row, partial);
   if (const opforge_status launched = check_launch(kOp)) return launched;
-  return launch_overlapped(kOp, dev, argmax_merge_segments,
+  if (splits > 32 * kMergeUnroll) {
+    return launch_overlapped(kOp, dev, argmax_merge_segments<kMergeBlock>,
+                             dim3(static_cast<unsigned>(rows)), dim3(kMergeBlock), 0, s,
+                             static_cast<const Best*>(partial), splits, rows, out, out_row);
+  }
+  return launch_overlapped(kOp, dev, argmax_merge_segments<32>,
                            dim3(static_cast<unsigned>(ceil_div(rows, kWarpRowsPerBlock))),
                            dim3(32 * kWarpRowsPerBlock), 0, s, static_cast<const Best*>(partial),
                            splits, rows, out, out_row);

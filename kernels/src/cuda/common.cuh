@@ -116,20 +116,28 @@ __device__ __forceinline__ void store_global(T* p, const Pack<T, N>& v) {
 // kBytes (4, 8 or 16) from global to shared memory without a register on the way (cp.async,
 // sm_80 and later; 16-byte copies leave L1 alone, as the data is read once). Both addresses
 // aligned to kBytes. Other sizes (a single 2-byte element) are copied through a register.
-// kWholeLine also brings the rest of the 128-byte line into L2, for a reader of the other part
-// that comes soon after (two 64-byte column tiles of one line): the DRAM then serves whole
-// lines, not halves.
-template <int kBytes, bool kWholeLine = false>
+// kPrefetch (0, 128 or 256) also brings the rest of the kPrefetch-byte block around the address
+// into L2, for readers of its other parts that come soon after (adjacent column tiles): the DRAM
+// then serves whole blocks, not pieces of them.
+template <int kBytes, int kPrefetch = 0>
 __device__ __forceinline__ void copy_async(void* smem, const void* gmem) {
+  static_assert(kPrefetch == 0 || kPrefetch == 128 || kPrefetch == 256, "an L2 prefetch size");
   if constexpr (kBytes == 16 || kBytes == 8 || kBytes == 4) {
     const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    if constexpr (kBytes == 16 && kWholeLine) {
+    if constexpr (kBytes == 16 && kPrefetch == 128) {
       asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(gmem)
+                   : "memory");
+    } else if constexpr (kBytes == 16 && kPrefetch == 256) {
+      asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(dst), "l"(gmem)
                    : "memory");
     } else if constexpr (kBytes == 16) {
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem) : "memory");
-    } else if constexpr (kWholeLine) {
+    } else if constexpr (kPrefetch == 128) {
       asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], %2;" ::"r"(dst), "l"(gmem),
+                   "n"(kBytes)
+                   : "memory");
+    } else if constexpr (kPrefetch == 256) {
+      asm volatile("cp.async.ca.shared.global.L2::256B [%0], [%1], %2;" ::"r"(dst), "l"(gmem),
                    "n"(kBytes)
                    : "memory");
     } else {

@@ -483,7 +483,10 @@ __global__ void __launch_bounds__(kTileThreads)
   constexpr int kLanes = W / V;
   constexpr int kRowsPerStep = kTileThreads / kLanes;
   static_assert(kLanes <= 32 && 32 % kLanes == 0, "a tile row must fit a warp");
-  constexpr bool kWholeLine = kWidthBytes < 128;  // the line's other part: the next tile's
+  // The rest of the 128-byte line (64-byte tiles) or of the 256-byte block (128-byte tiles) is
+  // the next tile's, whose cluster runs beside this one: the DRAM serves whole blocks. 256 bytes
+  // for 64-byte tiles measured slower (bench/results/gpu-run-*-2026-11-27-7/).
+  constexpr int kPrefetch = kWidthBytes < 128 ? 128 : 256;
   using P = Pack<T, V>;
   using S = Stat<kBackward>;
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
@@ -512,9 +515,9 @@ __global__ void __launch_bounds__(kTileThreads)
   for (int stage = 0; stage < kTileStages; ++stage) {
     for (int64_t k = mine * stage / kTileStages; k < mine * (stage + 1) / kTileStages; ++k) {
       const int64_t r = row(k);
-      copy_async<sizeof(P), kWholeLine>(s_in + r * W + cw, in + r * a.in_len);
+      copy_async<sizeof(P), kPrefetch>(s_in + r * W + cw, in + r * a.in_len);
       if constexpr (kBackward)
-        copy_async<sizeof(P), kWholeLine>(s_grad + r * W + cw, grad + r * a.grad_len);
+        copy_async<sizeof(P), kPrefetch>(s_grad + r * W + cw, grad + r * a.grad_len);
     }
     async_commit();  // empty groups too: every thread waits on the same counts below
   }
