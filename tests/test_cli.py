@@ -492,6 +492,18 @@ def test_an_error_echoes_a_huge_argument_in_part(argv, said):
     assert len(first) < 300 and "characters)" in first
 
 
+def test_an_echoed_value_with_a_line_break_or_an_escape_stays_one_line(tmp_path):
+    """A file where $OPFORGE_CACHE names a folder, its name holding a line break, a terminal
+    escape and a right-to-left override: the error shows them escaped, on one line."""
+    name = "cache\nfile\x1b[2J\u202e"
+    (tmp_path / name).write_text("not a folder")
+    env = {**os.environ, "OPFORGE_CACHE": str(tmp_path / name)}
+    result = run("pins", "verify", env=env)
+    assert_user_error(result, "cache\\nfile\\x1b[2J\\u202e")
+    assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 2, result.stderr
+
+
 def test_outside_a_project_the_hint_names_the_project_flag(tmp_path):
     result = run("pins", "list", cwd=tmp_path)
     assert_user_error(result, f"no opforge project found at or above {tmp_path}")

@@ -1,24 +1,29 @@
 """The exceptions opforge raises for anything a user can fix.
 
-Each carries a one-line message and an optional hint; the CLI prints both and exits non-zero
-without a traceback. Anything that is not an ``OpforgeError`` is a bug in opforge.
+Each carries a one-line message, optional lines of detail below it (a failed command's last
+output lines, a recipe's further problems) and an optional hint; the CLI prints them and exits
+non-zero without a traceback. Anything that is not an ``OpforgeError`` is a bug in opforge.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class OpforgeError(Exception):
-    """A user-facing failure: ``message`` says what is wrong, ``hint`` how to fix it."""
+    """A user-facing failure: ``message`` says what is wrong (one line), ``details`` are lines
+    shown below it as they are (indented by their maker), ``hint`` says how to fix it."""
 
     exit_code = 1
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, details: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.details = tuple(details)
 
     def __str__(self) -> str:
-        return self.message
+        return "\n".join((self.message, *self.details))
 
 
 class ConfigError(OpforgeError):

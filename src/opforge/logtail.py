@@ -17,6 +17,6 @@ class LogTail:
         """Keep ``line`` (without its newline), dropping the oldest beyond the size."""
         self._lines.append(line.rstrip("\n"))
 
-    def render(self) -> str:
-        """The kept lines, indented for an error message, one per line."""
-        return "\n".join(f"    {line}" for line in self._lines)
+    def render(self) -> list[str]:
+        """The kept lines, indented as an error's lines of detail."""
+        return [f"    {line}" for line in self._lines]

@@ -24,9 +24,25 @@ def shorten(text: str) -> str:
     )
 
 
+def printable(text: str) -> str:
+    """``text`` as it may reach a terminal or a markdown table: every character that is not
+    printable (a line break in $OPFORGE_CACHE, an escape sequence in a file name, a right-to-left
+    override) written as its code, so an echoed value can neither drive the terminal nor break
+    the line."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
+def _line(text: str) -> str:
+    """``text`` as one line of an error: credentials in URLs masked, unprinted characters
+    escaped, very long words cut short."""
+    return shorten(printable(mask_credentials(text)))
+
+
 def report(exc: OpforgeError) -> None:
     """Print ``exc`` to stderr as every opforge entry point does: ``opforge: error:`` and its
-    one line, then its hint, credentials in URLs masked, very long words cut short."""
-    print(f"opforge: error: {shorten(mask_credentials(exc.message))}", file=sys.stderr, flush=True)
+    message on one line (a line break in an echoed value is shown as ``\\n``), its lines of
+    detail, then its hint."""
+    lines = [f"opforge: error: {_line(exc.message)}", *map(_line, exc.details)]
     if exc.hint:
-        print(f"  hint: {shorten(mask_credentials(exc.hint))}", file=sys.stderr, flush=True)
+        lines.append(f"  hint: {_line(exc.hint)}")
+    print("\n".join(lines), file=sys.stderr, flush=True)

@@ -102,9 +102,9 @@ class HostRunner:
                     raise
         if code != 0:
             raise BuildError(
-                f"step {step.name} failed (exit {code}): {shlex.join(step.argv)}\n"
-                f"  last lines of {log_path}:\n{tail.render()}",
+                f"step {step.name} failed (exit {code}): {shlex.join(step.argv)}",
                 hint=f"the full log is {log_path}",
+                details=[f"  last lines of {log_path}:", *tail.render()],
             )
 
 

@@ -275,7 +275,9 @@ def run_cell(
         record["status"] = "passed"
     except BuildError as exc:
         record["error"] = exc.message
-        raise BuildError(f"cell {cell.id}: {exc.message}", hint=exc.hint) from None
+        raise BuildError(
+            f"cell {cell.id}: {exc.message}", hint=exc.hint, details=exc.details
+        ) from None
     finally:
         results = [r for r in collect(junit_dir) if r.cell == cell.id] if junit_dir.is_dir() else []
         if results:

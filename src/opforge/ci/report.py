@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opforge.errors import ConfigError, OpforgeError
+from opforge.report import printable
 from opforge.yamlfile import read_text_file
 
 # The file name opforge.ci.cell writes its record to (that module imports this one).
@@ -46,13 +47,6 @@ class CellResult:
         if self.recorded == "failed" or self.failures or self.errors:
             return "failed"
         return "passed" if self.tests else "no tests"
-
-
-def shown(text: str) -> str:
-    """``text`` as it may reach a terminal or a markdown table: every character that is not
-    printable (escape sequences, line breaks) written as its code, so a record or a folder name
-    can neither drive the terminal nor break a row."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 class CellsFailed(OpforgeError):
@@ -157,7 +151,7 @@ def table(results: list[CellResult], fmt: str = "terminal") -> str:
     header = ["cell", "status", "tests", "failed", "errors", "skipped", "time (s)", "reason"]
     rows = [
         [
-            shown(field)
+            printable(field)
             for field in (
                 r.cell,
                 r.status,
@@ -198,7 +192,7 @@ def print_report(root: Path, fmt: str = "terminal") -> int:
         )
     sys.stdout.write(table(results, fmt))
     sys.stdout.flush()
-    failed = [shown(r.cell) for r in results if r.status == "failed"]
+    failed = [printable(r.cell) for r in results if r.status == "failed"]
     if failed:
         raise CellsFailed(
             f"{len(failed)} of {len(results)} cells failed: {', '.join(failed)}",

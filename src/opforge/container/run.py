@@ -88,8 +88,8 @@ class ContainerRun:
             container.remove(force=True)
         if code != 0:
             raise BuildError(
-                f"{what} failed in container {self.image} (exit {code}): {shlex.join(argv)}\n"
-                f"  last lines:\n{tail.render()}",
+                f"{what} failed in container {self.image} (exit {code}): {shlex.join(argv)}",
+                details=["  last lines:", *tail.render()],
                 hint="the lines above come from inside the container; "
                 "`--runner host` runs the same steps here",
             )

@@ -146,8 +146,9 @@ def build_image(
             if "error" in chunk:
                 detail = chunk["error"].strip()
                 raise BuildError(
-                    f"image {spec.name}: build failed: {detail}\n  last lines:\n{tail.render()}",
+                    f"image {spec.name}: build failed: {detail}",
                     hint=f"the Dockerfile is {images_dir / ('Dockerfile.' + spec.flavour)}",
+                    details=["  last lines:", *tail.render()],
                 )
             for line in _ANSI.sub("", chunk.get("stream", "")).splitlines():
                 if line.strip():

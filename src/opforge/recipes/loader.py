@@ -51,10 +51,10 @@ def _raise_if_any(problems: list[_Problem]) -> None:
     if not rest:
         raise RecipeError(first.text, hint=first.hint)
     hints = {p.hint for p in problems}
-    lines = "".join(f"\n  {p.text}" for p in rest)
     raise RecipeError(
-        f"{first.text} (and {len(rest)} more below){lines}",
+        f"{first.text} (and {len(rest)} more below)",
         hint=hints.pop() if len(hints) == 1 else "each line names the file and the key to fix",
+        details=[f"  {p.text}" for p in rest],
     )
 
 
