@@ -118,14 +118,19 @@ def test_a_deleted_output_is_rebuilt(built):
 
 
 def test_a_failing_step_shows_command_and_log_tail(tmp_path):
+    """The error line, the log's last lines below it, then the hint."""
     project = copy_project(tmp_path)
     bad = project / "kernels" / "src" / "cpu" / "add.cpp"
     bad.write_text(bad.read_text() + "\nthis is not C++;\n")
     result = opforge(project, "build", "kernels", "--profile", "cpu", "--quiet")
     assert result.returncode == 1
-    assert "opforge: error: step build failed (exit 1): " in result.stderr
-    assert "this is not C++" in result.stderr or "add.cpp" in result.stderr
-    assert "hint: the full log is" in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("opforge: error: step build failed (exit 1): "), result.stderr
+    assert lines[1].startswith("  last lines of ") and lines[-1].startswith(
+        "  hint: the full log is"
+    )
+    assert all(line.startswith("    ") for line in lines[2:-1]), result.stderr
+    assert "this is not C++" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (project / "dist" / "build-record.json").exists(), "a failed build records nothing"
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from opforge.errors import BuildError
+from opforge.report import report
 from tests.conftest import REPO, run_opforge, sha256, write_pins
 
 
@@ -502,6 +504,25 @@ def test_an_echoed_value_with_a_line_break_or_an_escape_stays_one_line(tmp_path)
     assert_user_error(result, "cache\\nfile\\x1b[2J\\u202e")
     assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 2, result.stderr
+
+
+def test_an_errors_lines_of_detail_follow_it_one_each_escaped(capsys):
+    """A failed command's output lines go below the error line as they are, each on its own
+    line; a line break or an escape sequence inside one is shown as its code."""
+    report(
+        BuildError(
+            "step build failed (exit 1)",
+            hint="the full log is build.log",
+            details=["  last lines:", "    plain", "    red \x1b[31mtext\nsplit"],
+        )
+    )
+    assert capsys.readouterr().err.splitlines() == [
+        "opforge: error: step build failed (exit 1)",
+        "  last lines:",
+        "    plain",
+        "    red \\x1b[31mtext\\nsplit",
+        "  hint: the full log is build.log",
+    ]
 
 
 def test_outside_a_project_the_hint_names_the_project_flag(tmp_path):
