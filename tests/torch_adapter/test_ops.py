@@ -495,6 +495,35 @@ def test_torch_compile_traces_numbers_and_mixed_dtypes(tmp_path, monkeypatch):
         torch.testing.assert_close(compiled(x, h), fn(x, h))
 
 
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        (lambda t: ot.add(t, t, alpha=torch.tensor(2.0)), "add: alpha must be a Python float"),
+        (lambda t: ot.add(t, t, alpha=np.float32(2.5)), "add: alpha must be a Python float"),
+        (lambda t: ot.softmax(t, torch.tensor(1)), "softmax: dim must be a Python int"),
+        (lambda t: ot.argmax(t, np.int64(1)), "argmax: dim must be a Python int"),
+        (
+            lambda t: ot.layer_norm(t, [4], eps=torch.tensor(0.1)),
+            "layer_norm: eps must be a Python float",
+        ),
+    ],
+    ids=["alpha-tensor", "alpha-numpy", "softmax-dim-tensor", "argmax-dim-numpy", "eps-tensor"],
+)
+def test_torch_compile_refuses_a_number_given_as_a_tensor_or_numpy_naming_it(call, said):
+    """Traced, such a number is a value of the graph, and opforge's ops take theirs when it is
+    traced: refused naming opforge, the op and the argument (in Dynamo's report); without
+    fullgraph Dynamo resumes after the refusal, and the op itself refuses the tensor, named.
+    Eagerly the call is taken."""
+    x = torch.randn(3, 4)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=f"opforge.torch.{said} under torch.compile"):
+        torch.compile(call, fullgraph=True, backend="aot_eager")(x)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"opforge(::|\.torch\.)\w+"):
+        torch.compile(call, backend="aot_eager")(x)
+    assert call(x).shape[0] == 3
+
+
 @pytest.mark.slow
 def test_torch_compile_traces_a_model_without_graph_breaks(tmp_path, monkeypatch):
     # A compile cache of its own: cached graphs do not know that an op's Python autograd changed.

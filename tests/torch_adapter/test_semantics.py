@@ -525,6 +525,55 @@ def test_batch_norm_takes_parameters_in_the_input_dtype_as_torch(device, dtype, 
             same(mine.cpu(), reference, rtol=3e-2, atol=3e-2)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_batch_norm_with_2_byte_statistics_compiles_and_exports_as_torch(dtype):
+    """The statistics' checks that read addresses are eager only: torch.compile (fullgraph) and
+    torch.export trace with fake tensors, and both update the statistics as eager torch does;
+    one tensor as both statistics is still refused there."""
+    x = torch.arange(20.0).reshape(5, 4).to(dtype)
+
+    def stats():
+        return torch.zeros(4, dtype=dtype), torch.ones(4, dtype=dtype)
+
+    rm, rv = stats()
+    torch.nn.functional.batch_norm(x, rm, rv, None, None, True, 0.3)
+    eager_m, eager_v = stats()
+    ot.batch_norm(x, eager_m, eager_v, None, None, True, 0.3)
+    ours_m, ours_v = stats()
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        lambda t: ot.batch_norm(t, ours_m, ours_v, None, None, True, 0.3),
+        fullgraph=True,
+        backend="aot_eager",
+    )
+    same(compiled(x), torch.nn.functional.batch_norm(x, *stats(), None, None, True, 0.3))
+    assert torch.equal(ours_m, eager_m) and torch.equal(ours_v, eager_v)
+    # One rounding of the same float32 update: at most one step of the dtype from torch's.
+    same(ours_m, rm, rtol=8e-3, atol=1e-3)
+    same(ours_v, rv, rtol=8e-3, atol=1e-3)
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("rm", torch.zeros(4, dtype=dtype))
+            self.register_buffer("rv", torch.ones(4, dtype=dtype))
+
+        def forward(self, t):
+            return ot.batch_norm(t, self.rm, self.rv, None, None, True, 0.3)
+
+    exported = torch.export.export(Model(), (x,))
+    model = Model()
+    same(exported.module()(x), model(x))
+
+    one = torch.ones(4, dtype=dtype)
+    torch._dynamo.reset()
+    aliased = torch.compile(
+        lambda t: ot.batch_norm(t, one, one, None, None, True, 0.3), backend="aot_eager"
+    )
+    with pytest.raises(RuntimeError, match="running_var and running_mean overlap in memory"):
+        aliased(x)
+
+
 def test_batch_norm_refuses_parameters_torch_refuses():
     # A float32 input with 2-byte parameters, or a parameter of a third dtype: torch's CPU call
     # refuses it, and so does opforge, naming the parameter.

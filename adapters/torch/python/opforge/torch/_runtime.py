@@ -25,6 +25,7 @@ from torch.autograd import forward_ad
 _grad_enabled = torch.is_grad_enabled
 _after_autograd = torch._C._after_autograd_keyset
 _compiling = torch.compiler.is_compiling
+_is_fake = torch._subclasses.fake_tensor.is_fake
 
 
 class OpforgeTransformError(RuntimeError):
@@ -818,13 +819,29 @@ def _is_array(value) -> bool:
     return numpy is not None and isinstance(value, numpy.ndarray)
 
 
+def _traced_number(function: str, name: str, value, kind: str) -> None:
+    """Refuse, while torch.compile traces, a number argument given as a tensor or a NumPy
+    number (which Dynamo makes an array): opforge's ops take their numbers when the graph is
+    traced, and these have a value only when it runs. The message is fixed text: Dynamo cannot
+    take the repr of what it traces."""
+    if _compiling() and not (
+        value is None or isinstance(value, (int, float, torch.SymInt, torch.SymFloat))
+    ):
+        raise TypeError(
+            f"opforge.torch.{function}: {name} must be a Python {kind} under torch.compile (a "
+            "tensor or a NumPy number is a value of the graph, known only when it runs): pass "
+            f"{kind}({name}) from outside the compiled function"
+        )
+
+
 def int_argument(function: str, name: str, value, *, optional: bool = False) -> None:
     """Refuse what torch's parser refuses for an int argument (``optional``: or None) and the
     dispatcher would take (as a bool, a float's integer part, or a dtype's number): anything but
-    an int, a NumPy integer or a 0-d integer tensor. None is left to the op's own checks, which
-    name it."""
+    an int, a NumPy integer or a 0-d integer tensor (while torch.compile traces: an int). None
+    is left to the op's own checks, which name it."""
     if value is None or (isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool)):
         return  # also torch.compile's symbolic ints, which the checks below cannot trace
+    _traced_number(function, name, value, "int")
     if isinstance(value, torch.Tensor):
         integer = value.dim() == 0 and _dtype_kind(value) == "i"
     else:
@@ -836,9 +853,11 @@ def int_argument(function: str, name: str, value, *, optional: bool = False) -> 
 def float_argument(function: str, name: str, value) -> None:
     """Refuse what torch's parser refuses for a float argument and the dispatcher would take: a
     tensor with dims, a tensor that requires grad (the op would drop its gradient), a NumPy
-    array. A 0-d tensor that needs no grad is a number to both."""
+    array. A 0-d tensor that needs no grad is a number to both (while torch.compile traces, only
+    a Python number is)."""
     if isinstance(value, (int, float)) or value is None:
         return  # None and bools: the op's own checks name them
+    _traced_number(function, name, value, "float")
     if (isinstance(value, torch.Tensor) and (value.dim() != 0 or value.requires_grad)) or (
         _is_array(value)
     ):
@@ -1072,7 +1091,20 @@ def _dtype_word(dtype: torch.dtype) -> str:
 def _refuse_overlap(name: str, t: torch.Tensor, other) -> None:
     """Refuse a 2-byte running statistic ``name`` the kernels would refuse in float32: one
     with overlapping elements, or one overlapping ``other``, the other statistic (in the
-    kernels' own words)."""
+    kernels' own words). torch.compile and torch.export trace with fake tensors, which have no
+    addresses: there a statistic with a stride of 0 (an expanded one) and the other statistic
+    itself are refused, which needs none."""
+    if _compiling() or _is_fake(t):
+        if any(size > 1 and stride == 0 for size, stride in zip(t.shape, t.stride(), strict=True)):
+            raise RuntimeError(
+                f"opforge::batch_norm: {name} has overlapping elements (strides "
+                f"{list(t.stride())}); it is updated in place and needs one address per element"
+            )
+        if other is t:
+            raise RuntimeError(
+                "opforge::batch_norm: running_var and running_mean overlap in memory"
+            )
+        return
     if t.numel() > 1 and torch._debug_has_internal_overlap(t) == 1:
         raise RuntimeError(
             f"opforge::batch_norm: {name} has overlapping elements (strides {list(t.stride())}); "
@@ -1101,9 +1133,11 @@ def _share_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
 def write_back(original, used, when) -> None:
     """Copies what the kernel updated in place (``used``, a copy ``float_channels`` made) back
     into the caller's tensor, rounding to its dtype, when the call updated it (``when``). An
-    inference tensor is written under inference mode, where torch's own update of it goes."""
+    inference tensor is written under inference mode, where torch's own update of it goes
+    (torch.compile cannot ask which a tensor is, and traces no inference tensors)."""
     if when and used is not original:
-        mode = torch.inference_mode() if original.is_inference() else torch.no_grad()
+        inference = not _compiling() and original.is_inference()
+        mode = torch.inference_mode() if inference else torch.no_grad()
         with mode:
             original.copy_(used)
 
