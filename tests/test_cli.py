@@ -506,6 +506,14 @@ def test_an_echoed_value_with_a_line_break_or_an_escape_stays_one_line(tmp_path)
     assert len(result.stderr.strip().splitlines()) == 2, result.stderr
 
 
+def test_an_unknown_argument_with_a_line_break_or_an_escape_stays_one_line():
+    """argparse's own errors go through the same line writer as opforge's."""
+    result = run("pins", "list", "x\ny\x1b[31mRED")
+    assert_user_error(result, "unrecognized arguments: x\\ny\\x1b[31mRED")
+    assert "\x1b" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 2, result.stderr
+
+
 def test_an_errors_lines_of_detail_follow_it_one_each_escaped(capsys):
     """A failed command's output lines go below the error line as they are, each on its own
     line; a line break or an escape sequence inside one is shown as its code."""

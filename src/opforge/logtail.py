@@ -17,6 +17,7 @@ class LogTail:
         """Keep ``line`` (without its newline), dropping the oldest beyond the size."""
         self._lines.append(line.rstrip("\n"))
 
-    def render(self) -> list[str]:
-        """The kept lines, indented as an error's lines of detail."""
-        return [f"    {line}" for line in self._lines]
+    def details(self, title: str) -> list[str]:
+        """An error's lines of detail: ``title`` (say where the lines come from), then the kept
+        lines under it."""
+        return [f"  {title}:", *(f"    {line}" for line in self._lines)]

@@ -1,4 +1,5 @@
-"""How every opforge entry point prints a user error: one line, then its hint."""
+"""How every opforge entry point prints a user error: one line, any lines of detail (a failed
+command's last output lines), then its hint."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
-def _line(text: str) -> str:
+def error_line(text: str) -> str:
     """``text`` as one line of an error: credentials in URLs masked, unprinted characters
     escaped, very long words cut short."""
     return shorten(printable(mask_credentials(text)))
@@ -42,7 +43,7 @@ def report(exc: OpforgeError) -> None:
     """Print ``exc`` to stderr as every opforge entry point does: ``opforge: error:`` and its
     message on one line (a line break in an echoed value is shown as ``\\n``), its lines of
     detail, then its hint."""
-    lines = [f"opforge: error: {_line(exc.message)}", *map(_line, exc.details)]
+    lines = [f"opforge: error: {error_line(exc.message)}", *map(error_line, exc.details)]
     if exc.hint:
-        lines.append(f"  hint: {_line(exc.hint)}")
+        lines.append(f"  hint: {error_line(exc.hint)}")
     print("\n".join(lines), file=sys.stderr, flush=True)

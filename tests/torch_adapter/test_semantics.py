@@ -528,8 +528,9 @@ def test_batch_norm_takes_parameters_in_the_input_dtype_as_torch(device, dtype, 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
 def test_batch_norm_with_2_byte_statistics_compiles_and_exports_as_torch(dtype):
     """The statistics' checks that read addresses are eager only: torch.compile (fullgraph) and
-    torch.export trace with fake tensors, and both update the statistics as eager torch does;
-    one tensor as both statistics is still refused there."""
+    torch.export trace with fake tensors, and both update the statistics as eager opforge does;
+    one tensor, or two views of one, as the statistics is refused there (fake tensors cannot
+    tell whether views overlap)."""
     x = torch.arange(20.0).reshape(5, 4).to(dtype)
 
     def stats():
@@ -561,17 +562,22 @@ def test_batch_norm_with_2_byte_statistics_compiles_and_exports_as_torch(dtype):
         def forward(self, t):
             return ot.batch_norm(t, self.rm, self.rv, None, None, True, 0.3)
 
-    exported = torch.export.export(Model(), (x,))
+    exported = torch.export.export(Model(), (x,)).module()
     model = Model()
-    same(exported.module()(x), model(x))
+    same(exported(x), model(x))
+    assert torch.equal(exported.rm, model.rm) and torch.equal(exported.rv, model.rv)
+    assert torch.equal(model.rm, eager_m) and torch.equal(model.rv, eager_v)
 
-    one = torch.ones(4, dtype=dtype)
-    torch._dynamo.reset()
-    aliased = torch.compile(
-        lambda t: ot.batch_norm(t, one, one, None, None, True, 0.3), backend="aot_eager"
-    )
-    with pytest.raises(RuntimeError, match="running_var and running_mean overlap in memory"):
-        aliased(x)
+    whole = torch.ones(8, dtype=dtype)
+    for rm_, rv_ in ((whole[:4], whole[:4]), (whole[:4], whole[2:6]), (whole[:4], whole[4:])):
+        torch._dynamo.reset()
+        aliased = torch.compile(
+            lambda t, m=rm_, v=rv_: ot.batch_norm(t, m, v, None, None, True, 0.3),
+            fullgraph=True,
+            backend="aot_eager",
+        )
+        with pytest.raises(Exception, match="running_var and running_mean are views of one"):
+            aliased(x)
 
 
 def test_batch_norm_refuses_parameters_torch_refuses():

@@ -104,7 +104,7 @@ class HostRunner:
             raise BuildError(
                 f"step {step.name} failed (exit {code}): {shlex.join(step.argv)}",
                 hint=f"the full log is {log_path}",
-                details=[f"  last lines of {log_path}:", *tail.render()],
+                details=tail.details(f"last lines of {log_path}"),
             )
 
 

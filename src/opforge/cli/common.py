@@ -20,15 +20,16 @@ from opforge.images.spec import (
 from opforge.pins.cache import ContentCache
 from opforge.pins.fetch import Fetcher, FetchSettings, progress_enabled
 from opforge.project import Project, open_project
-from opforge.report import report, shorten
+from opforge.report import error_line, report
 from opforge.settings import Settings, default_cache_dir, resolve_settings
 
 Command = Callable[[argparse.Namespace, Settings], int]
 
 
 def err(text: str) -> None:
-    """One line to stderr, at once (a very long word in it cut short, as ``report`` does)."""
-    print(shorten(text), file=sys.stderr, flush=True)
+    """One line to stderr, at once, written as ``report`` writes an error's lines (unprinted
+    characters escaped, a very long word cut short)."""
+    print(error_line(text), file=sys.stderr, flush=True)
 
 
 def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:

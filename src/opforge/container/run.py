@@ -89,7 +89,7 @@ class ContainerRun:
         if code != 0:
             raise BuildError(
                 f"{what} failed in container {self.image} (exit {code}): {shlex.join(argv)}",
-                details=["  last lines:", *tail.render()],
+                details=tail.details("last lines"),
                 hint="the lines above come from inside the container; "
                 "`--runner host` runs the same steps here",
             )

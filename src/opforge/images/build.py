@@ -148,7 +148,7 @@ def build_image(
                 raise BuildError(
                     f"image {spec.name}: build failed: {detail}",
                     hint=f"the Dockerfile is {images_dir / ('Dockerfile.' + spec.flavour)}",
-                    details=["  last lines:", *tail.render()],
+                    details=tail.details("last lines"),
                 )
             for line in _ANSI.sub("", chunk.get("stream", "")).splitlines():
                 if line.strip():

@@ -14,6 +14,7 @@ from pathlib import Path
 from opforge.atomic import write_text
 from opforge.errors import BuildError, ConfigError
 from opforge.images.spec import DebianToolkit, fill_base, load_combinations, refuse_empty
+from opforge.logtail import LogTail
 from opforge.proxies import uses_loopback
 
 _LINE = re.compile(r"^(\S+) (\S+) ([0-9a-f]{64}) (\d+) (pool/\S+\.deb)$")
@@ -100,10 +101,13 @@ def lock_debs(
                     stderr=False,
                 )
             except ContainerError as exc:
+                tail = LogTail()
+                for line in (exc.stderr or b"").decode(errors="replace").strip().splitlines():
+                    tail.add(line)
                 raise BuildError(
-                    f"resolving {' '.join(toolkit.packages[kind])} on {base} failed: "
-                    f"{(exc.stderr or b'').decode(errors='replace').strip()[-500:]}",
+                    f"resolving {' '.join(toolkit.packages[kind])} on {base} failed",
                     hint="check the package versions in images/versions.yaml against the archive",
+                    details=tail.details("last lines of its error output"),
                 ) from None
             except DockerException as exc:
                 raise BuildError(

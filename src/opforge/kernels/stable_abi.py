@@ -32,8 +32,9 @@ def undefined_symbols(path: Path) -> list[str]:
     )
     if result.returncode != 0:
         raise BuildError(
-            f"nm cannot read {path}: {result.stderr.strip()}",
+            f"nm cannot read {path}",
             hint="nm comes with binutils; install it, or check that the build made the file",
+            details=[f"  {line}" for line in result.stderr.strip().splitlines()],
         )
     return [line.split()[-1] for line in result.stdout.splitlines() if line.strip()]
 

@@ -822,11 +822,10 @@ def _is_array(value) -> bool:
 def _traced_number(function: str, name: str, value, kind: str) -> None:
     """Refuse, while torch.compile traces, a number argument given as a tensor or a NumPy
     number (which Dynamo makes an array): opforge's ops take their numbers when the graph is
-    traced, and these have a value only when it runs. The message is fixed text: Dynamo cannot
-    take the repr of what it traces."""
-    if _compiling() and not (
-        value is None or isinstance(value, (int, float, torch.SymInt, torch.SymFloat))
-    ):
+    traced, and these have a value only when it runs. Callers have taken None and Python numbers
+    already; bools go on to their own checks. The message is fixed text: Dynamo cannot take the
+    repr of what it traces."""
+    if _compiling() and not isinstance(value, (int, float, torch.SymInt, torch.SymFloat)):
         raise TypeError(
             f"opforge.torch.{function}: {name} must be a Python {kind} under torch.compile (a "
             "tensor or a NumPy number is a value of the graph, known only when it runs): pass "
@@ -1091,27 +1090,36 @@ def _dtype_word(dtype: torch.dtype) -> str:
 def _refuse_overlap(name: str, t: torch.Tensor, other) -> None:
     """Refuse a 2-byte running statistic ``name`` the kernels would refuse in float32: one
     with overlapping elements, or one overlapping ``other``, the other statistic (in the
-    kernels' own words). torch.compile and torch.export trace with fake tensors, which have no
-    addresses: there a statistic with a stride of 0 (an expanded one) and the other statistic
-    itself are refused, which needs none."""
-    if _compiling() or _is_fake(t):
-        if any(size > 1 and stride == 0 for size, stride in zip(t.shape, t.stride(), strict=True)):
-            raise RuntimeError(
-                f"opforge::batch_norm: {name} has overlapping elements (strides "
-                f"{list(t.stride())}); it is updated in place and needs one address per element"
-            )
-        if other is t:
-            raise RuntimeError(
-                "opforge::batch_norm: running_var and running_mean overlap in memory"
-            )
-        return
-    if t.numel() > 1 and torch._debug_has_internal_overlap(t) == 1:
+    kernels' own words). torch.compile and torch.export trace with fake tensors, which have
+    neither addresses nor (for Dynamo) storage offsets: there a stride of 0 (an expanded
+    statistic) stands for overlapping elements, and the two statistics may not be views of one
+    tensor at all."""
+    traced = _compiling() or _is_fake(t)
+    if traced:
+        internal = any(
+            size > 1 and stride == 0 for size, stride in zip(t.shape, t.stride(), strict=True)
+        )
+    else:
+        internal = t.numel() > 1 and torch._debug_has_internal_overlap(t) == 1
+    if internal:
         raise RuntimeError(
             f"opforge::batch_norm: {name} has overlapping elements (strides {list(t.stride())}); "
             "it is updated in place and needs one address per element"
         )
-    if isinstance(other, torch.Tensor) and _share_memory(t, other):
+    if not isinstance(other, torch.Tensor):
+        return
+    if traced and _base_of(t) is _base_of(other):
+        raise RuntimeError(
+            "opforge::batch_norm: running_var and running_mean are views of one tensor, which "
+            "torch.compile cannot tell apart from overlapping ones: give each its own tensor"
+        )
+    if not traced and _share_memory(t, other):
         raise RuntimeError("opforge::batch_norm: running_var and running_mean overlap in memory")
+
+
+def _base_of(t: torch.Tensor) -> torch.Tensor:
+    """The tensor whose storage ``t`` views (``t`` itself when it is no view)."""
+    return t if t._base is None else t._base
 
 
 def _share_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
