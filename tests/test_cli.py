@@ -256,6 +256,15 @@ def test_doctor_reports_every_capability_and_masks_proxy_passwords():
     assert "s3cret" not in result.stdout
 
 
+@pytest.mark.parametrize("host", ["tcp://host:notaport", "tcp://[::1"])
+def test_doctor_says_a_docker_host_that_is_no_address_is_one(host):
+    """The Docker SDK's own parse of DOCKER_HOST fails with ValueError: doctor's row says so."""
+    result = run("doctor", env={"DOCKER_HOST": host})
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.startswith("docker engine"))
+    assert "DOCKER_HOST is no engine address" in row and "set DOCKER_HOST to" in row
+
+
 def test_doctor_flags_numpy_2_in_a_mindspore_environment():
     from opforge.doctor import numpy_for_mindspore
 
@@ -531,6 +540,49 @@ def test_an_errors_lines_of_detail_follow_it_one_each_escaped(capsys):
         "    red \\x1b[31mtext\\nsplit",
         "  hint: the full log is build.log",
     ]
+
+
+def test_an_output_that_cannot_hold_a_character_gets_its_code(tmp_path, pins_file):
+    """stdout in ASCII (PYTHONIOENCODING=ascii) and a destination whose name is not: the line
+    says it with the character's code, and the file is placed once."""
+    dest = tmp_path / "dëst"
+    result = run(
+        "pins", "fetch", "--pins", str(pins_file), "--cache", str(tmp_path / "c"),
+        "--dest", str(dest), env={"PYTHONIOENCODING": "ascii"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "d\\xebst" in result.stdout and "Traceback" not in result.stderr
+    assert (dest / "data.tar.gz").is_file()
+
+
+def test_a_closed_stdout_drops_the_output_without_a_traceback(tmp_path, pins_file):
+    """``opforge ... >&-``: the command runs, what it prints goes nowhere."""
+    command = (
+        f"{sys.executable} -m opforge pins fetch --pins {pins_file} --cache {tmp_path / 'c'} >&-"
+    )
+    result = subprocess.run(
+        ["bash", "-c", command], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert any((tmp_path / "c").rglob("*")), "the download was made"
+
+
+@pytest.mark.parametrize("where", ["--project", "recipes validate"])
+def test_a_name_longer_than_the_system_takes_is_one_line(tmp_path, where):
+    """A path with a name over 255 bytes (about 90 characters of a CJK script): the system's
+    words and the path, one line, no traceback."""
+    name = str(tmp_path / ("名" * 90))
+    args = ["--project", name, "recipes", "list"] if where == "--project" else [
+        "recipes", "validate", name]  # fmt: skip
+    result = run(*args)
+    assert_user_error(result, "File name too long: ")
+    assert "a name in a path is at most 255 bytes" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["inf", "1e10"])
+def test_a_deadline_past_what_its_timer_can_wait_is_refused(value):
+    result = run("pins", "fetch", "--deadline", value)
+    assert_user_error(result, f"argument --deadline: must be at most 1000000000.0, got {value}")
 
 
 def test_outside_a_project_the_hint_names_the_project_flag(tmp_path):

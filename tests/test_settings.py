@@ -181,7 +181,14 @@ def test_project_flag_must_hold_a_checkout_and_names_the_one_around_it():
 def test_the_handoff_round_trips_and_refuses_anything_else(tmp_path):
     handoff = Handoff(tmp_path, tmp_path / "cache", tmp_path / "build", "opforge/devel:tag")
     assert Handoff.from_json(handoff.to_json()) == handoff
-    for text in ("{", "[]", '{"project": "/x"}', handoff.to_json().replace('"/', '"')[:-2] + "}"):
+    nested = "[" * 100_000 + "]" * 100_000  # deeper than the JSON parser recurses
+    for text in (
+        "{",
+        "[]",
+        '{"project": "/x"}',
+        handoff.to_json().replace('"/', '"')[:-2] + "}",
+        nested,
+    ):
         with pytest.raises(ConfigError, match="--handoff: not a container handoff"):
             Handoff.from_json(text)
 

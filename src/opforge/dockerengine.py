@@ -30,6 +30,12 @@ def docker_client(timeout: int = CLIENT_TIMEOUT_S, instead: str | None = None) -
     try:
         client = docker.from_env(timeout=timeout)
         client.ping()
+    except ValueError as exc:
+        # The SDK's parse of DOCKER_HOST (a port that is no number, an unclosed IPv6 bracket).
+        raise ToolMissing(
+            f"DOCKER_HOST is no engine address ({exc})",
+            hint="set DOCKER_HOST to unix:///PATH, tcp://HOST:PORT or ssh://HOST, or unset it",
+        ) from None
     except DockerException as exc:
         raise ToolMissing(
             f"no Docker engine answers ({type(exc).__name__})",

@@ -36,7 +36,9 @@ def _docker_engine(docker_host: str) -> Check:
         return Check("docker engine", False, "docker SDK not installed (pip install docker)")
     try:
         version = engine_version()
-    except ToolMissing:
+    except ToolMissing as exc:
+        if exc.message.startswith("DOCKER_HOST"):
+            return Check("docker engine", False, f"{exc.message}: {exc.hint}")
         return Check(
             "docker engine", False, f"not reachable at {docker_host} (is dockerd running?)"
         )

@@ -39,9 +39,10 @@ class Handoff:
                 raise ValueError(f"expected the keys {', '.join(_FIELDS)}")
             if not all(isinstance(data[name], str) and data[name] for name in _FIELDS):
                 raise ValueError("every value must be a non-empty string")
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
+            # RecursionError: JSON nested deeper than the parser's recursion allows.
             raise ConfigError(
-                f"--handoff: not a container handoff ({exc})",
+                f"--handoff: not a container handoff ({type(exc).__name__}: {exc})",
                 hint="--handoff is written by `opforge build --runner docker`; do not pass it by hand",
             ) from None
         return cls(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -112,8 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# What the system says of a path or a disk, whatever opforge was doing with it: said in one line.
+_PLACE_ERRORS = {
+    errno.ENAMETOOLONG: "shorten it: a name in a path is at most 255 bytes",
+    errno.ENOSPC: "free space there, or point OPFORGE_BUILD_DIR or OPFORGE_CACHE elsewhere",
+    errno.EDQUOT: "free space there, or point OPFORGE_BUILD_DIR or OPFORGE_CACHE elsewhere",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors become one line (plus a hint) and a non-zero exit."""
+    _open_standard_streams()
     output = sys.stdout
     sys.stdout = _Output(output)
     try:
@@ -140,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     except OpforgeError as exc:
         report(exc)
         return exc.exit_code
+    except OSError as exc:
+        if exc.errno not in _PLACE_ERRORS:
+            raise
+        where = f": {exc.filename}" if exc.filename is not None else ""
+        report(OpforgeError(f"{exc.strerror}{where}", hint=_PLACE_ERRORS[exc.errno]))
+        return 1
     except Terminated as exc:
         err("opforge: interrupted")
         return 128 + exc.signum
@@ -166,7 +182,15 @@ class _Output:
 
     def write(self, text: str) -> int:
         with self._failures():
-            return self._stream.write(text)
+            try:
+                return self._stream.write(text)
+            except UnicodeEncodeError:
+                # An output that cannot hold a character (PYTHONIOENCODING=ascii): its code
+                # instead, as Python writes stderr.
+                encoding = getattr(self._stream, "encoding", None) or "ascii"
+                return self._stream.write(
+                    text.encode(encoding, "backslashreplace").decode(encoding)
+                )
 
     def flush(self) -> None:
         with self._failures():
@@ -186,6 +210,22 @@ class _Output:
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._stream, name)
+
+
+def _open_standard_streams() -> None:
+    """/dev/null on a closed stdout or stderr (``opforge ... >&-``): what would go there is
+    dropped, and no file opforge opens later takes descriptor 1 or 2, which child processes
+    (cmake, pip) would then write into."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            # Not closed: the stream lives as long as the process.
+            setattr(sys, name, open(fd, "w", closefd=False))  # noqa: SIM115
 
 
 def _drop_output() -> None:

@@ -180,7 +180,9 @@ def add_fetch_options(parser: argparse.ArgumentParser, pins_file: bool = True) -
     )
     parser.add_argument(
         "--deadline",
-        type=positive(float),
+        # The deadline is a timer thread's wait, which cannot exceed threading.TIMEOUT_MAX
+        # (about 9.2e9 s): inf would end the timer and so the deadline.
+        type=positive(float, most=1e9),
         default=1800.0,
         metavar="SECONDS",
         help="time budget per downloaded file, retries included (default: 1800)",
