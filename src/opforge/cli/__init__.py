@@ -150,12 +150,6 @@ def main(argv: list[str] | None = None) -> int:
     except OpforgeError as exc:
         report(exc)
         return exc.exit_code
-    except OSError as exc:
-        if exc.errno not in _PLACE_ERRORS:
-            raise
-        where = f": {exc.filename}" if exc.filename is not None else ""
-        report(OpforgeError(f"{exc.strerror}{where}", hint=_PLACE_ERRORS[exc.errno]))
-        return 1
     except Terminated as exc:
         err("opforge: interrupted")
         return 128 + exc.signum
@@ -166,6 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         # Output piped into `head` and friends: not an error worth a traceback.
         _drop_output()
         return 0
+    except OSError as exc:  # after BrokenPipeError, one of them
+        if exc.errno not in _PLACE_ERRORS:
+            raise
+        where = f": {exc.filename}" if exc.filename is not None else ""
+        report(OpforgeError(f"{exc.strerror}{where}", hint=_PLACE_ERRORS[exc.errno]))
+        return 1
     finally:
         sys.stdout = output
 
