@@ -18,6 +18,7 @@ from opforge.build.dist import dist_wheels
 from opforge.build.record import BuildRecord
 from opforge.errors import BuildError
 from opforge.project import Project
+from tests.conftest import run_opforge
 from tests.test_build import LIB_CMAKE, PY_CMAKE, PY_RECIPE, opforge
 
 pytestmark = pytest.mark.slow
@@ -98,6 +99,29 @@ def test_a_dist_that_cannot_be_written_is_one_line(lib_project):
         subprocess.run(["chattr", "-i", str(dist)], check=True)
     assert f"cannot create the build lock {dist / '.opforge.lock'}: " in error
     assert f"make {dist} writable for you" in error
+
+
+@pytest.mark.parametrize("where", ["dist", "link to dist", "inside dist", "the project"])
+def test_a_build_dir_overlapping_dist_is_refused_before_building(lib_project, tmp_path, where):
+    """Its lock would be dist's own (the build once waited on itself, "another build"), and
+    build trees would mix with the outputs."""
+    dist = lib_project / "dist"
+    dist.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(dist)
+    build_dir = {
+        "dist": dist,
+        "link to dist": link,
+        "inside dist": dist / "trees",
+        "the project": lib_project,
+    }[where]
+    result = run_opforge(
+        "--project", str(lib_project), "build", env={"OPFORGE_BUILD_DIR": str(build_dir)}
+    )
+    error = one_line_error(result)
+    assert f"the build directory {build_dir} overlaps the project's outputs, {dist}" in error
+    assert f"hint: point OPFORGE_BUILD_DIR at a directory apart from {dist}" in error
+    assert not (dist / "build-record.json").exists()
 
 
 def test_a_dist_linked_out_of_the_project_is_refused(lib_project, tmp_path):

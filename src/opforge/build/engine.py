@@ -92,6 +92,17 @@ def _build_lock(*directories: Path):
         yield
 
 
+def _require_apart(build_dir: Path, dist_dir: Path) -> None:
+    """``ConfigError`` for a build directory that is ``dist/``, holds it or lies in it (links
+    followed): build trees would mix with the outputs, and its lock would be dist's own."""
+    build, dist = build_dir.resolve(), dist_dir.resolve()
+    if build == dist or build.is_relative_to(dist) or dist.is_relative_to(build):
+        raise ConfigError(
+            f"the build directory {build_dir} overlaps the project's outputs, {dist_dir}",
+            hint=f"point OPFORGE_BUILD_DIR at a directory apart from {dist_dir}",
+        )
+
+
 def _require_record_writable(path: Path, root: Path) -> None:
     """``ConfigError`` before anything builds where the build record could not be written at
     the end: a link out of the project, or a folder in its place."""
@@ -179,6 +190,7 @@ class BuildEngine:
         _require_record_writable(self.project.build_record, self.project.root)
         build_dir = make_dirs(self.project.build_dir, hint=BUILD_DIR_HINT)
         dist_dir = make_dirs(self.project.dist_dir)
+        _require_apart(build_dir, dist_dir)
         with _build_lock(dist_dir, build_dir):
             # Read under the lock: another build may have just written it.
             record = BuildRecord(self.project.build_record, root=self.project.root)
