@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -22,6 +23,7 @@ from opforge.images.devcontainer import PROXY_SPELLINGS
 from opforge.images.devcontainer import render as render_devcontainer
 from opforge.images.service import ImageOptions, image_spec
 from opforge.images.spec import FLAVOURS, KINDS, base_image_problem, load_combinations
+from opforge.locks import hold_locks
 from opforge.project import Project
 from opforge.proxies import proxy_environment, uses_loopback
 from opforge.settings import resolve_settings
@@ -377,10 +379,11 @@ def test_deb_context_carries_the_locks_and_only_the_cudnn_wheel(tmp_path, offlin
     with pytest.raises(ConfigError, match=r"bookworm-cuda11\.8-runtime\.lock is missing") as raised:
         context()
     assert raised.value.hint == "run `opforge images lock-debs --cuda 11.8`"
-    # The failed assembly left the last good context whole, and nothing half-written beside it.
+    # The failed assembly left the last good context whole, and nothing half-written beside it
+    # (the contexts' folder keeps its lock file).
     assert (files / "debs-runtime.lock").read_text().endswith("# re-locked\n")
     assert (files / "pinned-devel.txt").is_file() and (ctx.path / "Dockerfile").is_file()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ctx", "images"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".opforge.lock", "ctx", "images"]
 
 
 def test_find_links_takes_regular_wheel_files_of_existing_folders(tmp_path):
@@ -563,6 +566,41 @@ def test_images_context_names_a_build_dir_that_is_a_file(tmp_path):
         f"{afile} exists and is not a directory"
     )
     assert hint.startswith(f"  hint: move {afile} away, or set OPFORGE_BUILD_DIR to a directory")
+
+
+def test_a_lock_this_run_holds_is_held_again_inside_it(tmp_path):
+    """An image build locks the contexts' folder around writing its context, which locks it
+    too: within one process that is the same lock; the folder stays locked until the outer
+    block ends, for other processes."""
+    probe = [sys.executable, "-c", f"import fcntl; fcntl.flock(open({str(tmp_path / '.opforge.lock')!r}, 'w'), fcntl.LOCK_EX | fcntl.LOCK_NB)"]  # fmt: skip
+    with hold_locks(tmp_path, writer="image build"):
+        with hold_locks(tmp_path, writer="image build"):
+            pass
+        assert subprocess.run(probe, capture_output=True).returncode != 0, "still held"
+    assert subprocess.run(probe, capture_output=True).returncode == 0, "released"
+
+
+def test_images_context_waits_for_no_other_run_writing_the_contexts(tmp_path):
+    """Two context writes at once shared one staging folder (both crashed): the second fails
+    at once, naming the folder, and writes nothing."""
+    images = tmp_path / "build" / "images"
+    images.mkdir(parents=True)
+    with open(images / ".opforge.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        result = _offline_context(
+            tmp_path,
+            env={
+                "OPFORGE_BUILD_DIR": str(tmp_path / "build"),
+                "OPFORGE_EXTRA_CA": "",
+                "PIP_CERT": "",
+            },
+        )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [
+        f"opforge: error: another opforge image build is writing {images}",
+        "  hint: wait for it to finish",
+    ]
+    assert sorted(p.name for p in images.iterdir()) == [".opforge.lock"]
 
 
 @pytest.mark.parametrize(

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -31,6 +28,7 @@ from opforge.build.toolchain import Tool, require_python_package, require_tool
 from opforge.build.wheel import build_wheel, wheel_files
 from opforge.dirs import BUILD_DIR_HINT, make_dirs
 from opforge.errors import BuildError, ConfigError, RecipeError, ToolMissing
+from opforge.locks import hold_locks
 from opforge.pins.digest import hash_file
 from opforge.pins.fetch import Fetcher
 from opforge.pins.model import PinSet
@@ -49,47 +47,6 @@ class TargetResult:
     status: str
     detail: str = ""
     duration_s: float = 0.0
-
-
-def _open_lock(directory: Path) -> int:
-    """A descriptor of ``directory``'s lock file, created if missing.
-
-    Never truncated and never opened through a link (``O_NOFOLLOW``): the file's content is
-    unused, and a link planted there would otherwise have opforge create or empty the file it
-    points to, wherever that is."""
-    path = directory / ".opforge.lock"
-    try:
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise BuildError(
-                f"{path} is a symbolic link: opforge locks a file of its own there",
-                hint=f"remove the link {path}",
-            ) from None
-        raise BuildError(
-            f"cannot create the build lock {path}: {exc.strerror}",
-            hint=f"make {directory} writable for you (permissions, chattr -i, free space)",
-        ) from None
-
-
-@contextmanager
-def _build_lock(*directories: Path):
-    """Hold an exclusive lock on each directory a build writes, or fail at once naming the one
-    another build holds. ``dist/`` (and its build record) is shared by every build of a project,
-    whatever its build directory (containerised builds each have their own). The directories
-    exist (``make_dirs``)."""
-    with ExitStack() as stack:
-        for directory in directories:
-            handle = _open_lock(directory)
-            stack.callback(os.close, handle)
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise BuildError(
-                    f"another opforge build is writing {directory}",
-                    hint="wait for it to finish",
-                ) from None
-        yield
 
 
 def _require_apart(build_dir: Path, dist_dir: Path) -> None:
@@ -191,7 +148,7 @@ class BuildEngine:
         build_dir = make_dirs(self.project.build_dir, hint=BUILD_DIR_HINT)
         dist_dir = make_dirs(self.project.dist_dir)
         _require_apart(build_dir, dist_dir)
-        with _build_lock(dist_dir, build_dir):
+        with hold_locks(dist_dir, build_dir, writer="build"):
             # Read under the lock: another build may have just written it.
             record = BuildRecord(self.project.build_record, root=self.project.root)
             for recipe in ordered:

@@ -18,6 +18,7 @@ from opforge.dirs import BUILD_DIR_HINT, make_dirs
 from opforge.errors import ConfigError
 from opforge.images.ca import read_ca_bundle
 from opforge.images.spec import ImageSpec
+from opforge.locks import hold_locks
 from opforge.pins.digest import hash_file
 from opforge.pins.fetch import Fetcher
 from opforge.pins.model import PinSet
@@ -80,23 +81,25 @@ def assemble(
 
     The context is written next to ``staging`` and moved into its place only when complete, so
     a failure (a pin missing from the lock, a download refused) leaves the previous context as
-    it was.
+    it was. The contexts' folder is locked meanwhile: another run writing it fails at once.
     """
     dockerfile = images_dir / f"Dockerfile.{spec.flavour}"
     if not dockerfile.is_file():
         raise ConfigError(f"{dockerfile} is missing", hint="restore it from the repository")
     # Read first: a bad bundle fails before anything is downloaded.
     ca = b"" if spec.extra_ca is None else read_ca_bundle(spec.extra_ca, spec.extra_ca_from)
-    make_dirs(staging.parent, hint=BUILD_DIR_HINT)
-    partial = staging.with_name(staging.name + ".partial")
-    _remove(partial)
-    try:
-        digest = _write_context(spec, images_dir, dockerfile, ca, partial, pins, fetcher, base_id)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-    _remove(staging)
-    partial.rename(staging)
+    with hold_locks(make_dirs(staging.parent, hint=BUILD_DIR_HINT), writer="image build"):
+        partial = staging.with_name(staging.name + ".partial")
+        _remove(partial)
+        try:
+            digest = _write_context(
+                spec, images_dir, dockerfile, ca, partial, pins, fetcher, base_id
+            )
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+        _remove(staging)
+        partial.rename(staging)
     return BuildContext(staging, "Dockerfile", digest)
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from opforge.dirs import BUILD_DIR_HINT, make_dirs
 from opforge.dockerengine import docker_client
 from opforge.errors import ConfigError
 from opforge.images.build import BuiltImage, build_image
@@ -18,6 +19,7 @@ from opforge.images.spec import (
     find_combination,
     load_combinations,
 )
+from opforge.locks import hold_locks
 from opforge.pins.fetch import Fetcher
 from opforge.project import Project
 from opforge.requirements import requirement_problem
@@ -120,19 +122,21 @@ def ensure_image(
     **build_options,
 ) -> BuiltImage:
     """Build ``spec``'s image (``proxies`` as build arguments) unless an identical one exists;
-    return its tag."""
+    return its tag. The image contexts' folder is locked while its context is written and read."""
     client = client or docker_client()
-    return build_image(
-        client,
-        spec,
-        project.images_dir,
-        project.image_staging(spec.flavour, spec.kind),
-        project.load_pins(),
-        fetcher,
-        proxies,
-        say,
-        **build_options,
-    )
+    staging = project.image_staging(spec.flavour, spec.kind)
+    with hold_locks(make_dirs(staging.parent, hint=BUILD_DIR_HINT), writer="image build"):
+        return build_image(
+            client,
+            spec,
+            project.images_dir,
+            staging,
+            project.load_pins(),
+            fetcher,
+            proxies,
+            say,
+            **build_options,
+        )
 
 
 def lock_report(project: Project) -> list[tuple[str, str, str]]:
