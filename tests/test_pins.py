@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 import time
 
 import pytest
@@ -410,9 +411,15 @@ def _tiny_wheel(name: str = "opforge_probe", version: str = "1.0") -> bytes:
     return buffer.getvalue()
 
 
-def test_install_puts_a_verified_wheel_into_the_target(file_server, fetcher, tmp_path):
+def test_install_puts_a_verified_wheel_into_the_target(file_server, fetcher, tmp_path, monkeypatch):
+    """pip takes the wheel through a link in the cache's tmp/, gone afterwards: no copy of it
+    (a cuDNN wheel is 349 MB) and nothing in $TMPDIR, where a killed run left its copies."""
     from opforge.pins.install import install_wheels
 
+    temp = tmp_path / "TMPDIR"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
     body = _tiny_wheel()
     url = file_server.add("/files/opforge_probe-1.0-py3-none-any.whl", body)
     pin = load_pins(
@@ -424,6 +431,23 @@ def test_install_puts_a_verified_wheel_into_the_target(file_server, fetcher, tmp
         "opforge_probe-1.0-py3-none-any.whl"
     ]
     assert (tmp_path / "site" / "opforge_probe.py").read_text() == "VALUE = 42\n"
+    assert list(fetcher.cache.tmp.iterdir()) == [] and list(temp.iterdir()) == []
+
+
+def test_a_killed_installs_links_are_swept_with_the_stale_partials(fetcher, tmp_path):
+    """Only the links of a folder older than a day go, never what they point to; a fresh
+    folder (a live install's) stays."""
+    cache = fetcher.cache
+    cache.ensure()
+    kept = tmp_path / "blob"
+    kept.write_bytes(b"cached")
+    old, fresh = cache.tmp / "wheels-old", cache.tmp / "wheels-fresh"
+    for folder in (old, fresh):
+        folder.mkdir()
+        (folder / "a-1.0-py3-none-any.whl").symlink_to(kept)
+    os.utime(old, (time.time() - 2 * 24 * 3600,) * 2)
+    cache.ensure()
+    assert not old.exists() and fresh.is_dir() and kept.read_bytes() == b"cached"
 
 
 def test_install_refuses_a_tampered_wheel_and_a_non_wheel(file_server, fetcher, tmp_path):

@@ -26,6 +26,7 @@ from opforge.pins.digest import hash_stream
 from opforge.pins.model import Pin
 
 _STALE_PARTIAL_S = 24 * 3600
+_WHEEL_LINKS = "wheels-"  # tmp/'s folders of links ``wheel_links`` makes
 _LOCK_POLL_S = 0.2
 _WRITABLE_HINT = "pass --cache DIR pointing at a writable directory"
 
@@ -146,6 +147,8 @@ class ContentCache:
             return
         try:
             for name in os.listdir(tmp_fd):
+                if name.startswith(_WHEEL_LINKS):
+                    _drop_stale_links(tmp_fd, name, cutoff)
                 if not name.endswith(".part"):
                     continue
                 with contextlib.suppress(OSError):
@@ -159,6 +162,23 @@ class ContentCache:
                             os.close(fd)
         finally:
             os.close(tmp_fd)
+
+    @contextlib.contextmanager
+    def wheel_links(self, pins: list[Pin]) -> Iterator[list[Path]]:
+        """Links named as the pins' files (pip takes a wheel by its name) to their cached
+        files, in a folder of the cache's tmp/ that goes when the block ends (a killed run's,
+        with the stale partials): no copy, and nothing written outside the cache."""
+        self.ensure()
+        folder = Path(tempfile.mkdtemp(prefix=_WHEEL_LINKS, dir=self.tmp))
+        try:
+            links = []
+            for pin in pins:
+                link = folder / pin.filename
+                link.symlink_to(self.path_for(pin).resolve())
+                links.append(link)
+            yield links
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def path_for(self, pin: Pin) -> Path:
         """Where ``pin``'s verified file lives (whether or not it is there yet)."""
@@ -367,6 +387,24 @@ class ContentCache:
                 hint="pass a writable directory to --dest",
             ) from None
         return dest
+
+
+def _drop_stale_links(tmp_fd: int, name: str, cutoff: float) -> None:
+    """Remove ``name``, a folder of links ``wheel_links`` made in tmp/ (``tmp_fd``), when it is
+    older than ``cutoff``: its run was killed. Only links are removed, never what they point
+    to, and nothing through a link."""
+    with contextlib.suppress(OSError):
+        info = os.stat(name, dir_fd=tmp_fd, follow_symlinks=False)
+        if not stat.S_ISDIR(info.st_mode) or info.st_mtime >= cutoff:
+            return
+        folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=tmp_fd)
+        try:
+            for entry in os.listdir(folder):
+                if stat.S_ISLNK(os.stat(entry, dir_fd=folder, follow_symlinks=False).st_mode):
+                    os.unlink(entry, dir_fd=folder)
+        finally:
+            os.close(folder)
+        os.rmdir(name, dir_fd=tmp_fd)
 
 
 # linux/fs.h's FICLONE: make the destination share the source's extents (a reflink).

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,7 +24,6 @@ def install_wheels(pins: Sequence[Pin], fetcher: Fetcher, target: Path | None = 
             hint="pins install takes wheel pins only; use `pins fetch --dest DIR` for other files",
         )
     fetcher.fetch_many(pins)
-    with tempfile.TemporaryDirectory(prefix="opforge-wheels-") as tmp:
-        files = [fetcher.cache.export(pin, Path(tmp)) for pin in pins]
+    with fetcher.cache.wheel_links(list(pins)) as files:
         pip_install(files, ", ".join(pin.name for pin in pins), target)
     return [f.name for f in files]
