@@ -124,6 +124,27 @@ def test_a_build_dir_overlapping_dist_is_refused_before_building(lib_project, tm
     assert not (dist / "build-record.json").exists()
 
 
+def test_a_build_dir_another_checkout_configured_is_named_and_kept(lib_project, tmp_path):
+    """One OPFORGE_BUILD_DIR for two checkouts: CMake refused the second's configure, whose
+    cleanup then removed the first's cache, each build breaking the other's in turn."""
+    other = tmp_path / "other"
+    shutil.copytree(lib_project, other)
+    env = {"OPFORGE_BUILD_DIR": str(tmp_path / "shared")}
+    first = run_opforge("--project", str(lib_project), "build", env=env)
+    assert first.returncode == 0, first.stderr
+    tree = tmp_path / "shared" / "cpu" / "lib"
+    cache = (tree / "CMakeCache.txt").read_text()
+    error = one_line_error(run_opforge("--project", str(other), "build", env=env))
+    assert (
+        f"the build tree {tree} was configured from {lib_project / 'lib'}, not from "
+        f"{other / 'lib'}: another checkout shares the build directory"
+    ) in error
+    assert f"hint: give each checkout its own OPFORGE_BUILD_DIR, or remove {tree}" in error
+    assert (tree / "CMakeCache.txt").read_text() == cache
+    again = run_opforge("--project", str(lib_project), "build", env=env)
+    assert again.returncode == 0 and "up to date" in again.stdout, again.stderr
+
+
 def test_a_dist_linked_out_of_the_project_is_refused(lib_project, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -60,6 +60,29 @@ def _require_apart(build_dir: Path, dist_dir: Path) -> None:
         )
 
 
+def _require_own_tree(build_dir: Path, source: Path) -> None:
+    """``ConfigError`` for a build tree CMake configured from another source folder (one
+    OPFORGE_BUILD_DIR for two checkouts): CMake refuses it, and the failed configure's cleanup
+    would then remove the other checkout's cache, each build breaking the other's."""
+    cache = build_dir / "CMakeCache.txt"
+    try:
+        text = cache.read_text(errors="replace") if cache.is_file() else ""
+    except OSError:
+        return  # configure reads it, and says what is wrong
+    for line in text.splitlines():
+        name, _, value = line.partition("=")
+        if (
+            name.split(":")[0] == "CMAKE_HOME_DIRECTORY"
+            and Path(value).resolve() != source.resolve()
+        ):
+            raise ConfigError(
+                f"the build tree {build_dir} was configured from {value}, not from {source}: "
+                "another checkout shares the build directory",
+                hint="give each checkout its own OPFORGE_BUILD_DIR, or remove "
+                f"{build_dir} to build this one there",
+            )
+
+
 def _require_record_writable(path: Path, root: Path) -> None:
     """``ConfigError`` before anything builds where the build record could not be written at
     the end: a link out of the project, or a folder in its place."""
@@ -233,6 +256,7 @@ class BuildEngine:
             why = describe_change(previous.inputs, inputs)
             if changed_categories(previous.inputs, inputs) & set(UNTRACKED_BY_BUILD_TOOL):
                 why += "; in a fresh build tree"
+                _require_own_tree(build_dir, root / recipe.cmake.source_dir)
                 shutil.rmtree(build_dir, ignore_errors=True)
                 _remove_installed(prefix, previous.outputs)
         else:
@@ -248,6 +272,7 @@ class BuildEngine:
             self.say(f"[{recipe.name}] pins: {', '.join(recipe.pins)}")
         pin_paths = self.fetcher.fetch_many([pins.pins[name] for name in recipe.pins])
         log_path = build_dir / "opforge-build.log"
+        _require_own_tree(build_dir, root / recipe.cmake.source_dir)
         make_dirs(build_dir, hint=BUILD_DIR_HINT)
         log_path.unlink(missing_ok=True)
         steps = cmake_steps(
