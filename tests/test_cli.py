@@ -555,6 +555,17 @@ def test_an_output_that_cannot_hold_a_character_gets_its_code(tmp_path, pins_fil
     assert (dest / "data.tar.gz").is_file()
 
 
+def test_fetch_dest_names_a_folder_in_the_files_way(tmp_path, pins_file):
+    (tmp_path / "dest" / "data.tar.gz").mkdir(parents=True)
+    result = run(
+        "pins", "fetch", "--pins", str(pins_file), "--cache", str(tmp_path / "c"),
+        "--dest", str(tmp_path / "dest"),
+    )  # fmt: skip
+    assert_user_error(result, "cannot place data.tar.gz in ")
+    assert "a folder of that name is in the way" in result.stderr
+    assert f"hint: remove the folder {tmp_path / 'dest' / 'data.tar.gz'}" in result.stderr
+
+
 def test_a_closed_stdout_drops_the_output_without_a_traceback(tmp_path, pins_file):
     """``opforge ... >&-``: the command runs, what it prints goes nowhere."""
     command = (

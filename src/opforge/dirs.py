@@ -43,7 +43,9 @@ def make_dirs(
         if blocker is None:
             raise error(f"cannot create directory {path}: {exc.strerror}", hint=hint) from None
         what = "it exists" if blocker == path else f"{blocker} exists"
-        move = f"move {blocker} away"
+        # A device or a pipe (/dev/null) is no file of the user's to move.
+        ordinary = blocker.is_file() or blocker.is_symlink()
+        move = f"move {blocker} away" if ordinary else f"choose a place other than {blocker}"
         raise error(
             f"cannot create directory {path}: {what} and is not a directory",
             hint=f"{move}, or {hint}" if hint else move,

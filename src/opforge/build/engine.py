@@ -169,7 +169,10 @@ class BuildEngine:
         require_inside(self.project.root, self.project.dist_dir / profile)
         _require_record_writable(self.project.build_record, self.project.root)
         build_dir = make_dirs(self.project.build_dir, hint=BUILD_DIR_HINT)
-        dist_dir = make_dirs(self.project.dist_dir)
+        dist_dir = make_dirs(
+            self.project.dist_dir,
+            hint=f"the outputs go into the project's dist/: make {self.project.root} writable",
+        )
         _require_apart(build_dir, dist_dir)
         with hold_locks(dist_dir, build_dir, writer="build"):
             # Read under the lock: another build may have just written it.

@@ -94,5 +94,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="folder holding the reports (one sub-folder per cell)",
     )
-    report.add_argument("--format", choices=["terminal", "markdown"], default="terminal")
+    report.add_argument(
+        "--format",
+        choices=["terminal", "markdown"],
+        default="terminal",
+        help="a table for the terminal (default) or a markdown table, e.g. for a job summary",
+    )
     report.set_defaults(func=cmd_report)

@@ -382,9 +382,13 @@ class ContentCache:
         except OSError as exc:
             with contextlib.suppress(OSError):
                 temp.unlink(missing_ok=True)
+            in_the_way = dest.is_dir() and not dest.is_symlink()
             raise ConfigError(
-                f"cannot place {pin.filename} in {dest_dir}: {exc.strerror}",
-                hint="pass a writable directory to --dest",
+                f"cannot place {pin.filename} in {dest_dir}: "
+                + ("a folder of that name is in the way" if in_the_way else exc.strerror),
+                hint=f"remove the folder {dest}"
+                if in_the_way
+                else "pass --dest a writable directory with room for it",
             ) from None
         return dest
 
