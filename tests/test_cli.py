@@ -566,6 +566,15 @@ def test_fetch_dest_names_a_folder_in_the_files_way(tmp_path, pins_file):
     assert f"hint: remove the folder {tmp_path / 'dest' / 'data.tar.gz'}" in result.stderr
 
 
+def test_verify_names_the_files_it_was_given_in_its_hint(tmp_path, pins_file):
+    """The command the hint gives works on the same pins file and cache."""
+    cache = tmp_path / "my cache"
+    result = run("pins", "verify", "--pins", str(pins_file), "--cache", str(cache))
+    assert_user_error(result, "1 of 1 pin(s) missing or corrupt")
+    assert f"run `opforge pins fetch data --pins {pins_file} --cache '{cache}'`" in result.stderr
+    assert "--offline" not in run("pins", "verify", "--help").stdout
+
+
 def test_a_closed_stdout_drops_the_output_without_a_traceback(tmp_path, pins_file):
     """``opforge ... >&-``: the command runs, what it prints goes nowhere."""
     command = (

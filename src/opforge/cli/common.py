@@ -153,8 +153,11 @@ MAX_JOBS = 4096
 job_count = positive(int, MAX_JOBS)
 
 
-def add_fetch_options(parser: argparse.ArgumentParser, pins_file: bool = True) -> None:
-    """The download flags: pins file, cache, offline, retries, deadline, size cap."""
+def add_fetch_options(
+    parser: argparse.ArgumentParser, pins_file: bool = True, downloads: bool = True
+) -> None:
+    """The download flags: pins file, cache, and (``downloads``: for commands that download)
+    offline, retries, deadline, size cap."""
     if pins_file:
         parser.add_argument(
             "--pins",
@@ -168,6 +171,8 @@ def add_fetch_options(parser: argparse.ArgumentParser, pins_file: bool = True) -
         metavar="DIR",
         help=f"download cache (default: $OPFORGE_CACHE or {default_cache_dir()})",
     )
+    if not downloads:
+        return
     parser.add_argument(
         "--offline", action="store_true", help="use the cache only; fail if a file is missing"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from opforge.cli.common import (
@@ -14,7 +15,7 @@ from opforge.cli.common import (
     refuse_a_file_as_folder,
 )
 from opforge.errors import PinError
-from opforge.pins.cache import CacheState
+from opforge.pins.cache import CacheState, ContentCache
 from opforge.pins.install import install_wheels
 from opforge.pins.model import Pin, PinSet, load_pins
 from opforge.pins.update import update_pin
@@ -48,10 +49,16 @@ def _pins(settings: Settings) -> PinSet:
     return load_pins(_pins_path(settings))
 
 
+def _files_given(args: argparse.Namespace) -> list[str]:
+    """The --pins and --cache flags the command was given, to repeat in a hint's command."""
+    given = [("--pins", args.pins), ("--cache", args.cache)]
+    return [part for flag, value in given if value for part in (flag, value)]
+
+
 def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
     """Print each pin with its size, digest and whether it is cached ("damaged": an entry of
     another size or kind, which ``pins verify`` removes and ``pins fetch`` replaces)."""
-    cache = fetcher(args, settings).cache
+    cache = ContentCache(settings.cache_dir)
     for pin in _pins(settings).pins.values():
         state = "cached" if cache.has(pin) else "damaged" if cache.holds_entry(pin) else "-"
         print(
@@ -90,7 +97,7 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     """Re-hash the cached files of the named pins; report missing and corrupt ones."""
     pins = _pins(settings).select(args.names)
-    cache = fetcher(args, settings).cache
+    cache = ContentCache(settings.cache_dir)
     bad = []
     for pin in pins:
         result = cache.verify(pin)
@@ -105,7 +112,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     if bad:
         raise PinError(
             f"{len(bad)} of {len(pins)} pin(s) missing or corrupt in {cache.root}",
-            hint=f"run `opforge pins fetch {' '.join(bad)}`",
+            hint=f"run `opforge pins fetch {shlex.join(bad + _files_given(args))}`",
         )
     return 0
 
@@ -143,7 +150,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pins = sub.add_parser("pins", help="list, fetch, verify and update pinned external inputs")
     actions = pins.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="each pin with size, digest and cache state")
-    add_fetch_options(listing)
+    add_fetch_options(listing, downloads=False)
     listing.set_defaults(func=cmd_list)
     fetch = actions.add_parser("fetch", help="download pins into the cache, verified by sha256")
     fetch.add_argument("names", nargs="*", metavar="NAME", help="pins to fetch (default: all)")
@@ -166,7 +173,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "verify", help="re-hash cached files; report missing or corrupt ones"
     )
     verify.add_argument("names", nargs="*", metavar="NAME", help="pins to verify (default: all)")
-    add_fetch_options(verify)
+    add_fetch_options(verify, downloads=False)
     verify.set_defaults(func=cmd_verify)
     install = actions.add_parser(
         "install", help="pip-install wheel pins, sha256-verified and without dependencies"
