@@ -575,6 +575,15 @@ def test_verify_names_the_files_it_was_given_in_its_hint(tmp_path, pins_file):
     assert "--offline" not in run("pins", "verify", "--help").stdout
 
 
+@pytest.mark.parametrize("command", [["dist", "install", "--profile", "cpu"], ["pins", "install"]])
+def test_an_install_target_that_is_a_file_is_named_before_any_work(tmp_path, command):
+    afile = tmp_path / "afile"
+    afile.write_text("keep\n")
+    result = run(*command, "--target", str(afile))
+    assert_user_error(result, f"--target {afile} is not a directory")
+    assert afile.read_text() == "keep\n"
+
+
 def test_a_closed_stdout_drops_the_output_without_a_traceback(tmp_path, pins_file):
     """``opforge ... >&-``: the command runs, what it prints goes nowhere."""
     command = (

@@ -21,6 +21,7 @@ from opforge.cli.common import (
     job_count,
     path_text,
     project,
+    refuse_a_file_as_folder,
     resolved,
     usage_error,
 )
@@ -112,6 +113,8 @@ def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_dist_install(args: argparse.Namespace, settings: Settings) -> int:
     """pip-install the wheels the last build of a profile wrote to dist/."""
     dest = Path(args.target) if args.target else None
+    if dest is not None:
+        refuse_a_file_as_folder("--target", dest)
     for wheel in install_dist_wheels(project(settings), args.profile, args.targets, dest):
         print(f"installed {wheel.name}")
     return 0

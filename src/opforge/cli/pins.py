@@ -121,6 +121,8 @@ def cmd_install(args: argparse.Namespace, settings: Settings) -> int:
     """pip-install wheel pins, verified, into this interpreter (or --target DIR)."""
     pins = _pins(settings).select(args.names)
     target = Path(args.target) if args.target else None
+    if target is not None:
+        refuse_a_file_as_folder("--target", target)
     for name in install_wheels(pins, fetcher(args, settings), target):
         print(f"installed {name}")
     return 0
