@@ -575,7 +575,9 @@ def test_verify_names_the_files_it_was_given_in_its_hint(tmp_path, pins_file):
     assert "--offline" not in run("pins", "verify", "--help").stdout
 
 
-@pytest.mark.parametrize("command", [["dist", "install", "--profile", "cpu"], ["pins", "install"]])
+@pytest.mark.parametrize(
+    "command", [["dist", "install", "--profile", "cpu"], ["pins", "install", "nvidia-cudnn-cu13"]]
+)
 def test_an_install_target_that_is_a_file_is_named_before_any_work(tmp_path, command):
     afile = tmp_path / "afile"
     afile.write_text("keep\n")
