@@ -863,15 +863,18 @@ def test_bool_operands_are_refused_for_their_dtype_whatever_the_alpha():
 @pytest.mark.parametrize("eps", [-0.5, -0.1, float("inf"), float("nan"), 0.0])
 def test_norms_take_any_eps_as_torch(device, eps):
     # torch computes 1/sqrt(var + eps) whatever eps is (OpInfo's samples include eps=-0.5): rows
-    # whose variance is under -eps are NaN, an infinite eps gives rstd 0.
-    x = torch.randn(6, 8, device=device) * torch.linspace(0.3, 2.0, 6, device=device)[:, None]
-    x.requires_grad_()
-    w = torch.rand(8, device=device, requires_grad=True)
+    # whose variance is under -eps are NaN, an infinite eps gives rstd 0. A row whose variance
+    # lies just above -eps magnifies a last-bit difference in it (var / (var + eps) times: an
+    # unseeded run once drew a row of variance 0.52 for eps -0.5), hence the seed and rtol 1e-4.
+    gen = torch.Generator().manual_seed(7)
+    scale = torch.linspace(0.3, 2.0, 6)[:, None]
+    x = (torch.randn(6, 8, generator=gen) * scale).to(device).requires_grad_()
+    w = torch.rand(8, generator=gen).to(device).requires_grad_()
     for ours, native in (
         (ot.layer_norm(x, [8], w, None, eps), torch.nn.functional.layer_norm(x, [8], w, None, eps)),
         (ot.rms_norm(x, [8], w, eps), torch.nn.functional.rms_norm(x, [8], w, eps)),
     ):
-        same(ours, native, equal_nan=True)
+        same(ours, native, equal_nan=True, rtol=1e-4, atol=1e-5)
         g = torch.randn_like(native)
         for mine, theirs in zip(
             torch.autograd.grad(ours, (x, w), g),
