@@ -434,6 +434,17 @@ def test_install_puts_a_verified_wheel_into_the_target(file_server, fetcher, tmp
     assert list(fetcher.cache.tmp.iterdir()) == [] and list(temp.iterdir()) == []
 
 
+def test_install_refuses_two_pins_of_one_wheel_file(file_server, fetcher, tmp_path):
+    from opforge.pins.install import install_wheels
+
+    body = _tiny_wheel()
+    url = file_server.add("/files/opforge_probe-1.0-py3-none-any.whl", body)
+    one, two = Pin("one", (url,), sha256(body)), Pin("two", (url,), sha256(body))
+    with pytest.raises(PinError, match=r"pins one and two are both the wheel opforge_probe-1\.0"):
+        install_wheels([one, two], fetcher, tmp_path / "site")
+    assert not (tmp_path / "site").exists()
+
+
 def test_a_killed_installs_links_are_swept_with_the_stale_partials(fetcher, tmp_path):
     """Only the links of a folder older than a day go, never what they point to; a fresh
     folder (a live install's) stays."""
@@ -445,9 +456,22 @@ def test_a_killed_installs_links_are_swept_with_the_stale_partials(fetcher, tmp_
     for folder in (old, fresh):
         folder.mkdir()
         (folder / "a-1.0-py3-none-any.whl").symlink_to(kept)
-    os.utime(old, (time.time() - 2 * 24 * 3600,) * 2)
+    # An old folder holding a regular file, and an old link to a folder of links: kept whole.
+    holding = cache.tmp / "wheels-holding"
+    holding.mkdir()
+    (holding / "notes.txt").write_text("mine")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "b-1.0-py3-none-any.whl").symlink_to(kept)
+    (cache.tmp / "wheels-link").symlink_to(outside)
+    day_ago = (time.time() - 2 * 24 * 3600,) * 2
+    for path in (old, holding):
+        os.utime(path, day_ago)
+    os.utime(cache.tmp / "wheels-link", day_ago, follow_symlinks=False)
     cache.ensure()
     assert not old.exists() and fresh.is_dir() and kept.read_bytes() == b"cached"
+    assert (holding / "notes.txt").read_text() == "mine"
+    assert (outside / "b-1.0-py3-none-any.whl").is_symlink()
 
 
 def test_install_refuses_a_tampered_wheel_and_a_non_wheel(file_server, fetcher, tmp_path):

@@ -184,6 +184,33 @@ def test_a_read_only_cache_holding_a_poisoned_file_refuses_it(served, mount_poin
     )
 
 
+def test_pins_install_takes_wheels_from_a_read_only_cache(file_server, tmp_path, mount_point):
+    """pip reads the wheels through links: where the cache's tmp/ cannot hold them (read-only,
+    another user's) they go in $TMPDIR, and are gone afterwards."""
+    from tests.test_pins import _tiny_wheel
+
+    body = _tiny_wheel()
+    url = file_server.add("/files/opforge_probe-1.0-py3-none-any.whl", body)
+    pins = pins_yaml(tmp_path / "pins.yaml", probe=pin_fields(url, body))
+    mount_tmpfs(mount_point, "4m")
+    cache = ContentCache(mount_point / "cache")
+    Fetcher(cache).fetch(load_pins(pins).pins["probe"])
+    remount_read_only(mount_point)
+    temp = tmp_path / "TMPDIR"
+    temp.mkdir()
+    site = tmp_path / "site"
+
+    result = opforge(
+        "pins", "install", "probe", "probe", "--pins", str(pins), "--cache", str(cache.root),
+        "--offline", "--target", str(site), env={"TMPDIR": str(temp)},
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "installed opforge_probe-1.0-py3-none-any.whl\n"
+    assert (site / "opforge_probe.py").read_text() == "VALUE = 42\n"
+    assert list(temp.iterdir()) == []
+
+
 def test_a_full_disk_is_one_line_and_the_partial_is_freed(file_server, tmp_path, mount_point):
     mount_tmpfs(mount_point, "2m")
     body = os.urandom(3 << 20)

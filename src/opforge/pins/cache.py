@@ -165,11 +165,14 @@ class ContentCache:
 
     @contextlib.contextmanager
     def wheel_links(self, pins: list[Pin]) -> Iterator[list[Path]]:
-        """Links named as the pins' files (pip takes a wheel by its name) to their cached
-        files, in a folder of the cache's tmp/ that goes when the block ends (a killed run's,
-        with the stale partials): no copy, and nothing written outside the cache."""
-        self.ensure()
-        folder = Path(tempfile.mkdtemp(prefix=_WHEEL_LINKS, dir=self.tmp))
+        """Links named as the pins' files (pip takes a wheel by its name; one file name each)
+        to their cached files, in a folder of the cache's tmp/ that goes when the block ends (a
+        killed run's, with the stale partials): no copies. A cache whose tmp/ cannot be
+        written (read-only, or another user's) gets the folder in $TMPDIR instead."""
+        try:
+            folder = Path(tempfile.mkdtemp(prefix=_WHEEL_LINKS, dir=self.tmp))
+        except OSError:
+            folder = Path(tempfile.mkdtemp(prefix=f"opforge-{_WHEEL_LINKS}"))
         try:
             links = []
             for pin in pins:

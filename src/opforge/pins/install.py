@@ -23,7 +23,16 @@ def install_wheels(pins: Sequence[Pin], fetcher: Fetcher, target: Path | None = 
             f"pin {not_wheels[0]} is not a wheel",
             hint="pins install takes wheel pins only; use `pins fetch --dest DIR` for other files",
         )
+    pins = list({pin.name: pin for pin in pins}.values())  # a name given twice: once
+    named: dict[str, str] = {}
+    for pin in pins:
+        other = named.setdefault(pin.filename, pin.name)
+        if other != pin.name:
+            raise PinError(
+                f"pins {other} and {pin.name} are both the wheel {pin.filename}",
+                hint="install them one at a time, or fix the URL of one in the pins file",
+            )
     fetcher.fetch_many(pins)
-    with fetcher.cache.wheel_links(list(pins)) as files:
+    with fetcher.cache.wheel_links(pins) as files:
         pip_install(files, ", ".join(pin.name for pin in pins), target)
     return [f.name for f in files]
