@@ -121,7 +121,7 @@ def test_a_build_dir_overlapping_dist_is_refused_before_building(lib_project, tm
     error = one_line_error(result)
     assert f"the build directory {build_dir} overlaps the project's outputs, {dist}" in error
     assert f"hint: point OPFORGE_BUILD_DIR at a directory apart from {dist}" in error
-    assert not (dist / "build-record.json").exists()
+    assert sorted(p.name for p in dist.iterdir()) == [], "nothing made, not even the folder"
 
 
 def test_a_build_dir_another_checkout_configured_is_named_and_kept(lib_project, tmp_path):
@@ -143,6 +143,19 @@ def test_a_build_dir_another_checkout_configured_is_named_and_kept(lib_project, 
     assert (tree / "CMakeCache.txt").read_text() == cache
     again = run_opforge("--project", str(lib_project), "build", env=env)
     assert again.returncode == 0 and "up to date" in again.stdout, again.stderr
+
+
+def test_a_checkout_copied_with_its_build_tree_configures_afresh(lib_project, tmp_path):
+    """Its build/ holds a CMake cache of the old place (CMake would refuse it): not another
+    checkout sharing the directory, so the copy's own build configures afresh."""
+    assert opforge(lib_project, "build").returncode == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(lib_project, copy, symlinks=True)
+    (copy / "lib" / "lib.cpp").write_text("int lib_value() { return 2; }\n")
+    result = opforge(copy, "build")
+    assert result.returncode == 0, result.stdout + result.stderr
+    cache = (copy / "build" / "cpu" / "lib" / "CMakeCache.txt").read_text()
+    assert f"CMAKE_HOME_DIRECTORY:INTERNAL={copy / 'lib'}" in cache
 
 
 def test_a_dist_linked_out_of_the_project_is_refused(lib_project, tmp_path):

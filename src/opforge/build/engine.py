@@ -60,27 +60,40 @@ def _require_apart(build_dir: Path, dist_dir: Path) -> None:
         )
 
 
-def _require_own_tree(build_dir: Path, source: Path) -> None:
-    """``ConfigError`` for a build tree CMake configured from another source folder (one
-    OPFORGE_BUILD_DIR for two checkouts): CMake refuses it, and the failed configure's cleanup
-    would then remove the other checkout's cache, each build breaking the other's."""
-    cache = build_dir / "CMakeCache.txt"
+def _cmake_cache_value(cache: Path, name: str) -> Path | None:
+    """The path CMake recorded as ``name`` in ``cache`` (CMakeCache.txt), None without one.
+    Read as bytes: CMake writes the path's own bytes, which need not be UTF-8."""
     try:
-        text = cache.read_text(errors="replace") if cache.is_file() else ""
+        data = cache.read_bytes() if cache.is_file() else b""
     except OSError:
-        return  # configure reads it, and says what is wrong
-    for line in text.splitlines():
-        name, _, value = line.partition("=")
-        if (
-            name.split(":")[0] == "CMAKE_HOME_DIRECTORY"
-            and Path(value).resolve() != source.resolve()
-        ):
-            raise ConfigError(
-                f"the build tree {build_dir} was configured from {value}, not from {source}: "
-                "another checkout shares the build directory",
-                hint="give each checkout its own OPFORGE_BUILD_DIR, or remove "
-                f"{build_dir} to build this one there",
-            )
+        return None  # configure reads it, and says what is wrong
+    prefix = name.encode() + b":"
+    for line in data.splitlines():
+        if line.startswith(prefix):
+            return Path(os.fsdecode(line.partition(b"=")[2].rstrip(b"\r")))
+    return None
+
+
+def _require_own_tree(build_dir: Path, source: Path) -> None:
+    """``ConfigError`` for a build tree CMake configured from another source folder in this
+    place (one OPFORGE_BUILD_DIR for two checkouts): CMake refuses it, and the failed
+    configure's cleanup would then remove the other checkout's cache, each build breaking the
+    other's. A tree CMake configured elsewhere (a checkout copied or moved with its build/)
+    loses its cache instead, and configures afresh."""
+    cache = build_dir / "CMakeCache.txt"
+    home = _cmake_cache_value(cache, "CMAKE_HOME_DIRECTORY")
+    if home is None or home.resolve() == source.resolve():
+        return
+    made_in = _cmake_cache_value(cache, "CMAKE_CACHEFILE_DIR")
+    if made_in is None or made_in.resolve() != build_dir.resolve():
+        cache.unlink(missing_ok=True)
+        return
+    raise ConfigError(
+        f"the build tree {build_dir} was configured from {home}, not from {source}: another "
+        "checkout shares the build directory",
+        hint=f"give each checkout its own OPFORGE_BUILD_DIR, or remove {build_dir} to build "
+        "this one there",
+    )
 
 
 def _require_record_writable(path: Path, root: Path) -> None:
@@ -168,15 +181,21 @@ class BuildEngine:
         # through a link that leads out of it (a build directory may be anywhere).
         require_inside(self.project.root, self.project.dist_dir / profile)
         _require_record_writable(self.project.build_record, self.project.root)
+        _require_apart(self.project.build_dir, self.project.dist_dir)
         build_dir = make_dirs(self.project.build_dir, hint=BUILD_DIR_HINT)
         dist_dir = make_dirs(
             self.project.dist_dir,
             hint=f"the outputs go into the project's dist/: make {self.project.root} writable",
         )
-        _require_apart(build_dir, dist_dir)
         with hold_locks(dist_dir, build_dir, writer="build"):
             # Read under the lock: another build may have just written it.
             record = BuildRecord(self.project.build_record, root=self.project.root)
+            for recipe in ordered:
+                if profile in recipe.profiles:
+                    _require_own_tree(
+                        build_dir / profile / recipe.name,
+                        self.project.root / recipe.cmake.source_dir,
+                    )
             for recipe in ordered:
                 if profile not in recipe.profiles:
                     results.append(TargetResult(recipe.name, "skipped", f"no {profile} profile"))
@@ -259,7 +278,6 @@ class BuildEngine:
             why = describe_change(previous.inputs, inputs)
             if changed_categories(previous.inputs, inputs) & set(UNTRACKED_BY_BUILD_TOOL):
                 why += "; in a fresh build tree"
-                _require_own_tree(build_dir, root / recipe.cmake.source_dir)
                 shutil.rmtree(build_dir, ignore_errors=True)
                 _remove_installed(prefix, previous.outputs)
         else:
@@ -275,7 +293,6 @@ class BuildEngine:
             self.say(f"[{recipe.name}] pins: {', '.join(recipe.pins)}")
         pin_paths = self.fetcher.fetch_many([pins.pins[name] for name in recipe.pins])
         log_path = build_dir / "opforge-build.log"
-        _require_own_tree(build_dir, root / recipe.cmake.source_dir)
         make_dirs(build_dir, hint=BUILD_DIR_HINT)
         log_path.unlink(missing_ok=True)
         steps = cmake_steps(
