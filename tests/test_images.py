@@ -16,14 +16,18 @@ from opforge.container.choice import resolve_runner
 from opforge.errors import BuildError, ConfigError
 from opforge.images.build import LayerLog
 from opforge.images.ca import MAX_CA_BYTES, read_ca_bundle
-from opforge.images.context import assemble, find_links_wheels, opforge_requirements
+from opforge.images.context import (
+    assemble,
+    find_links_wheels,
+    opforge_requirements,
+    staging_lock,
+)
 from opforge.images.debian import lock_text, parse_lock, toolkits
 from opforge.images.devcontainer import DOCKERFILE as DEVCONTAINER_DOCKERFILE
 from opforge.images.devcontainer import PROXY_SPELLINGS
 from opforge.images.devcontainer import render as render_devcontainer
 from opforge.images.service import ImageOptions, image_spec
 from opforge.images.spec import FLAVOURS, KINDS, base_image_problem, load_combinations
-from opforge.locks import hold_locks
 from opforge.project import Project
 from opforge.proxies import proxy_environment, uses_loopback
 from opforge.settings import resolve_settings
@@ -380,10 +384,10 @@ def test_deb_context_carries_the_locks_and_only_the_cudnn_wheel(tmp_path, offlin
         context()
     assert raised.value.hint == "run `opforge images lock-debs --cuda 11.8`"
     # The failed assembly left the last good context whole, and nothing half-written beside it
-    # (the contexts' folder keeps its lock file).
+    # (beside it: its lock file).
     assert (files / "debs-runtime.lock").read_text().endswith("# re-locked\n")
     assert (files / "pinned-devel.txt").is_file() and (ctx.path / "Dockerfile").is_file()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".opforge.lock", "ctx", "images"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".ctx.lock", "ctx", "images"]
 
 
 def test_find_links_takes_regular_wheel_files_of_existing_folders(tmp_path):
@@ -569,38 +573,36 @@ def test_images_context_names_a_build_dir_that_is_a_file(tmp_path):
 
 
 def test_a_lock_this_run_holds_is_held_again_inside_it(tmp_path):
-    """An image build locks the contexts' folder around writing its context, which locks it
-    too: within one process that is the same lock; the folder stays locked until the outer
-    block ends, for other processes."""
-    probe = [sys.executable, "-c", f"import fcntl; fcntl.flock(open({str(tmp_path / '.opforge.lock')!r}, 'w'), fcntl.LOCK_EX | fcntl.LOCK_NB)"]  # fmt: skip
-    with hold_locks(tmp_path, writer="image build"):
-        with hold_locks(tmp_path, writer="image build"):
+    """An image build locks its context around writing it, which locks it too: within one
+    process that is the same lock; it stays held for other processes until the outer block
+    ends."""
+    lock = tmp_path / ".pip-devel.lock"
+    probe = [sys.executable, "-c", f"import fcntl; fcntl.flock(open({str(lock)!r}, 'w'), fcntl.LOCK_EX | fcntl.LOCK_NB)"]  # fmt: skip
+    with staging_lock(tmp_path / "pip-devel"):
+        with staging_lock(tmp_path / "pip-devel"):
             pass
         assert subprocess.run(probe, capture_output=True).returncode != 0, "still held"
     assert subprocess.run(probe, capture_output=True).returncode == 0, "released"
 
 
-def test_images_context_waits_for_no_other_run_writing_the_contexts(tmp_path):
-    """Two context writes at once shared one staging folder (both crashed): the second fails
-    at once, naming the folder, and writes nothing."""
+def test_images_context_waits_for_no_other_run_writing_that_context(tmp_path):
+    """Two writes of one context at once shared its staging folder (both crashed): the second
+    fails at once, naming it, and writes nothing; another image's context is not held up."""
     images = tmp_path / "build" / "images"
     images.mkdir(parents=True)
-    with open(images / ".opforge.lock", "w") as held:
+    env = {"OPFORGE_BUILD_DIR": str(tmp_path / "build"), "OPFORGE_EXTRA_CA": "", "PIP_CERT": ""}
+    with open(images / ".pip-devel.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        result = _offline_context(
-            tmp_path,
-            env={
-                "OPFORGE_BUILD_DIR": str(tmp_path / "build"),
-                "OPFORGE_EXTRA_CA": "",
-                "PIP_CERT": "",
-            },
-        )
+        result = _offline_context(tmp_path, env=env)
+        other = _offline_context(tmp_path, "--kind", "runtime", env=env)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.splitlines() == [
-        f"opforge: error: another opforge image build is writing {images}",
+        f"opforge: error: another opforge image build is writing {images / 'pip-devel'}",
         "  hint: wait for it to finish",
     ]
-    assert sorted(p.name for p in images.iterdir()) == [".opforge.lock"]
+    # The runtime context went on to its pins (not in this empty cache, with --offline).
+    assert "another opforge" not in other.stderr and "not in cache" in other.stderr
+    assert sorted(p.name for p in images.iterdir()) == [".pip-devel.lock", ".pip-runtime.lock"]
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import importlib.metadata
 import os
 import re
 import shutil
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,14 +82,15 @@ def assemble(
 
     The context is written next to ``staging`` and moved into its place only when complete, so
     a failure (a pin missing from the lock, a download refused) leaves the previous context as
-    it was. The contexts' folder is locked meanwhile: another run writing it fails at once.
+    it was. The context is locked meanwhile (``staging_lock``): another run writing it fails
+    at once.
     """
     dockerfile = images_dir / f"Dockerfile.{spec.flavour}"
     if not dockerfile.is_file():
         raise ConfigError(f"{dockerfile} is missing", hint="restore it from the repository")
     # Read first: a bad bundle fails before anything is downloaded.
     ca = b"" if spec.extra_ca is None else read_ca_bundle(spec.extra_ca, spec.extra_ca_from)
-    with hold_locks(make_dirs(staging.parent, hint=BUILD_DIR_HINT), writer="image build"):
+    with staging_lock(staging):
         partial = staging.with_name(staging.name + ".partial")
         _remove(partial)
         try:
@@ -101,6 +103,14 @@ def assemble(
         _remove(staging)
         partial.rename(staging)
     return BuildContext(staging, "Dockerfile", digest)
+
+
+def staging_lock(staging: Path) -> AbstractContextManager[None]:
+    """The lock on one image's context folder ``staging`` (a file beside it, as the folder is
+    replaced whole): held while the context is written, and by an image build until its
+    context is read."""
+    folder = make_dirs(staging.parent, hint=BUILD_DIR_HINT)
+    return hold_locks(folder, writer="image build", name=f".{staging.name}.lock", what=str(staging))
 
 
 def _remove(path: Path) -> None:

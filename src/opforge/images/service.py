@@ -6,10 +6,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from opforge.dirs import BUILD_DIR_HINT, make_dirs
 from opforge.dockerengine import docker_client
 from opforge.errors import ConfigError
 from opforge.images.build import BuiltImage, build_image
+from opforge.images.context import staging_lock
 from opforge.images.spec import (
     DEFAULT_FRAMEWORKS,
     NO_FRAMEWORK,
@@ -19,7 +19,6 @@ from opforge.images.spec import (
     find_combination,
     load_combinations,
 )
-from opforge.locks import hold_locks
 from opforge.pins.fetch import Fetcher
 from opforge.project import Project
 from opforge.requirements import requirement_problem
@@ -125,7 +124,7 @@ def ensure_image(
     return its tag. The image contexts' folder is locked while its context is written and read."""
     client = client or docker_client()
     staging = project.image_staging(spec.flavour, spec.kind)
-    with hold_locks(make_dirs(staging.parent, hint=BUILD_DIR_HINT), writer="image build"):
+    with staging_lock(staging):
         return build_image(
             client,
             spec,
