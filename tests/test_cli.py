@@ -571,7 +571,7 @@ def test_verify_names_the_files_it_was_given_in_its_hint(tmp_path, pins_file):
     cache = tmp_path / "my cache"
     result = run("pins", "verify", "--pins", str(pins_file), "--cache", str(cache))
     assert_user_error(result, "1 of 1 pin(s) missing or corrupt")
-    assert f"run `opforge pins fetch data --pins {pins_file} --cache '{cache}'`" in result.stderr
+    assert f"run `opforge pins fetch data --pins={pins_file} '--cache={cache}'`" in result.stderr
     assert "--offline" not in run("pins", "verify", "--help").stdout
 
 

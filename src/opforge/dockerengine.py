@@ -14,6 +14,10 @@ CLIENT_TIMEOUT_S = 600
 PROBE_TIMEOUT_S = 3
 
 
+class BadDockerHost(ToolMissing):
+    """DOCKER_HOST is set to something that is no engine address."""
+
+
 def docker_client(timeout: int = CLIENT_TIMEOUT_S, instead: str | None = None) -> DockerClient:
     """A Docker SDK client for the engine of this environment (DOCKER_HOST or the local
     socket, as the SDK reads them), or ``ToolMissing`` saying why there is none.
@@ -32,9 +36,10 @@ def docker_client(timeout: int = CLIENT_TIMEOUT_S, instead: str | None = None) -
         client.ping()
     except ValueError as exc:
         # The SDK's parse of DOCKER_HOST (a port that is no number, an unclosed IPv6 bracket).
-        raise ToolMissing(
+        raise BadDockerHost(
             f"DOCKER_HOST is no engine address ({exc})",
-            hint="set DOCKER_HOST to unix:///PATH, tcp://HOST:PORT or ssh://HOST, or unset it",
+            hint="set DOCKER_HOST to unix:///PATH, tcp://HOST:PORT or ssh://HOST, or unset it"
+            + (f"; or {instead}" if instead else ""),
         ) from None
     except DockerException as exc:
         raise ToolMissing(

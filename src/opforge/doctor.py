@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opforge.build.toolchain import TOOL_RULE, find_tool
-from opforge.dockerengine import engine_version
+from opforge.dockerengine import BadDockerHost, engine_version
 from opforge.errors import ToolMissing
 from opforge.proxies import DOWNLOAD_PROXY_NAMES, PROXY_NAMES, proxy_problem
 from opforge.redact import mask_url
@@ -36,9 +36,9 @@ def _docker_engine(docker_host: str) -> Check:
         return Check("docker engine", False, "docker SDK not installed (pip install docker)")
     try:
         version = engine_version()
-    except ToolMissing as exc:
-        if exc.message.startswith("DOCKER_HOST"):
-            return Check("docker engine", False, f"{exc.message}: {exc.hint}")
+    except BadDockerHost as exc:
+        return Check("docker engine", False, f"{exc.message}: {exc.hint}")
+    except ToolMissing:
         return Check(
             "docker engine", False, f"not reachable at {docker_host} (is dockerd running?)"
         )

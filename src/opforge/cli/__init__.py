@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # What the system says of a path or a disk, whatever opforge was doing with it: said in one line.
 _PLACE_ERRORS = {
-    errno.ENAMETOOLONG: "shorten it: a name in a path is at most 255 bytes",
+    errno.ENAMETOOLONG: "shorten it: a name in a path is at most 255 bytes, a path 4096",
     errno.ENOSPC: "free space there, or point OPFORGE_BUILD_DIR or OPFORGE_CACHE elsewhere",
     errno.EDQUOT: "free space there, or point OPFORGE_BUILD_DIR or OPFORGE_CACHE elsewhere",
 }
@@ -163,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # after BrokenPipeError, one of them
         if exc.errno not in _PLACE_ERRORS:
             raise
-        where = f": {exc.filename}" if exc.filename is not None else ""
+        # Two paths (a link, a rename): the second is the one being made.
+        paths = [str(p) for p in (exc.filename, exc.filename2) if p is not None]
+        where = f": {' -> '.join(paths)}" if paths else ""
         report(OpforgeError(f"{exc.strerror}{where}", hint=_PLACE_ERRORS[exc.errno]))
         return 1
     finally:
@@ -225,7 +227,8 @@ def _open_standard_streams() -> None:
                 os.dup2(null, fd)
                 os.close(null)
             # Not closed: the stream lives as long as the process.
-            setattr(sys, name, open(fd, "w", closefd=False))  # noqa: SIM115
+            stream = open(fd, "w", errors="backslashreplace", closefd=False)  # noqa: SIM115
+            setattr(sys, name, stream)
 
 
 def _drop_output() -> None:

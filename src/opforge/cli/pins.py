@@ -50,9 +50,10 @@ def _pins(settings: Settings) -> PinSet:
 
 
 def _files_given(args: argparse.Namespace) -> list[str]:
-    """The --pins and --cache flags the command was given, to repeat in a hint's command."""
+    """The --pins and --cache flags the command was given, to repeat in a hint's command (as
+    ``--flag=VALUE``: a value starting with ``-`` is not read as a flag)."""
     given = [("--pins", args.pins), ("--cache", args.cache)]
-    return [part for flag, value in given if value for part in (flag, value)]
+    return [f"{flag}={value}" for flag, value in given if value]
 
 
 def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
