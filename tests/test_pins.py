@@ -440,7 +440,9 @@ def test_install_refuses_two_pins_of_one_wheel_file(file_server, fetcher, tmp_pa
     body = _tiny_wheel()
     url = file_server.add("/files/opforge_probe-1.0-py3-none-any.whl", body)
     one, two = Pin("one", (url,), sha256(body)), Pin("two", (url,), sha256(body))
-    with pytest.raises(PinError, match=r"pins one and two are both the wheel opforge_probe-1\.0"):
+    with pytest.raises(
+        PinError, match=r"pins one and two would both be given to pip as opforge_probe-1\.0"
+    ):
         install_wheels([one, two], fetcher, tmp_path / "site")
     assert not (tmp_path / "site").exists()
 

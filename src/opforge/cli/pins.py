@@ -17,7 +17,7 @@ from opforge.cli.common import (
 from opforge.errors import PinError
 from opforge.pins.cache import CacheState, ContentCache
 from opforge.pins.install import install_wheels
-from opforge.pins.model import Pin, PinSet, load_pins
+from opforge.pins.model import PinSet, load_pins, refuse_shared_file_names
 from opforge.pins.update import update_pin
 from opforge.settings import Settings
 
@@ -68,23 +68,13 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _refuse_shared_names(pins: list[Pin], dest: str) -> None:
-    """``PinError`` when two pins would be placed in ``dest`` under one file name."""
-    first: dict[str, str] = {}
-    for pin in pins:
-        other = first.setdefault(pin.filename, pin.name)
-        if other != pin.name:
-            raise PinError(
-                f"pins {other} and {pin.name} would both be placed in {dest} as {pin.filename}",
-                hint="fetch them into separate --dest folders, one at a time",
-            )
-
-
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
     """Download (or find in the cache) the named pins, verified."""
     pins = _pins(settings).select(args.names)
     if args.dest:
-        _refuse_shared_names(pins, args.dest)
+        refuse_shared_file_names(
+            pins, f"placed in {args.dest}", "fetch them into separate --dest folders, one at a time"
+        )
         refuse_a_file_as_folder("--dest", Path(args.dest))
     getter = fetcher(args, settings)
     paths = getter.fetch_many(pins, jobs=args.jobs)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from opforge.errors import PinError
 from opforge.pins.fetch import Fetcher
-from opforge.pins.model import Pin
+from opforge.pins.model import Pin, refuse_shared_file_names
 from opforge.pip import pip_install
 
 
@@ -24,14 +24,9 @@ def install_wheels(pins: Sequence[Pin], fetcher: Fetcher, target: Path | None = 
             hint="pins install takes wheel pins only; use `pins fetch --dest DIR` for other files",
         )
     pins = list({pin.name: pin for pin in pins}.values())  # a name given twice: once
-    named: dict[str, str] = {}
-    for pin in pins:
-        other = named.setdefault(pin.filename, pin.name)
-        if other != pin.name:
-            raise PinError(
-                f"pins {other} and {pin.name} are both the wheel {pin.filename}",
-                hint="install them one at a time, or fix the URL of one in the pins file",
-            )
+    refuse_shared_file_names(
+        pins, "given to pip", "install them one at a time, or fix the URL of one in the pins file"
+    )
     fetcher.fetch_many(pins)
     with fetcher.cache.wheel_links(pins) as files:
         pip_install(files, ", ".join(pin.name for pin in pins), target)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -255,3 +256,15 @@ def load_pins(path: Path, *, updating: str | None = None) -> PinSet:
             )
         pins[name] = _parse_pin(path, name, raw, updating is not None, name == updating)
     return PinSet(path, pins)
+
+
+def refuse_shared_file_names(pins: Sequence[Pin], where: str, hint: str) -> None:
+    """``PinError`` naming the first two pins whose files have one name: placed side by side
+    ``where`` ("placed in DIR", "given to pip"), one would take the other's place."""
+    first: dict[str, str] = {}
+    for pin in pins:
+        other = first.setdefault(pin.filename, pin.name)
+        if other != pin.name:
+            raise PinError(
+                f"pins {other} and {pin.name} would both be {where} as {pin.filename}", hint=hint
+            )
