@@ -60,18 +60,19 @@ def _require_apart(build_dir: Path, dist_dir: Path) -> None:
         )
 
 
-def _cmake_cache_value(cache: Path, name: str) -> Path | None:
-    """The path CMake recorded as ``name`` in ``cache`` (CMakeCache.txt), None without one.
-    Read as bytes: CMake writes the path's own bytes, which need not be UTF-8."""
+def _cmake_cache_paths(cache: Path, *names: str) -> list[Path | None]:
+    """The paths CMake recorded as ``names`` in ``cache`` (CMakeCache.txt), None for each
+    missing, in one read. As bytes: CMake writes the path's own bytes, which need not be
+    UTF-8."""
     try:
         data = cache.read_bytes() if cache.is_file() else b""
     except OSError:
-        return None  # configure reads it, and says what is wrong
-    prefix = name.encode() + b":"
+        data = b""  # configure reads it, and says what is wrong
+    found: dict[bytes, Path] = {}
     for line in data.splitlines():
-        if line.startswith(prefix):
-            return Path(os.fsdecode(line.partition(b"=")[2].rstrip(b"\r")))
-    return None
+        key, _, value = line.partition(b"=")
+        found.setdefault(key.partition(b":")[0], Path(os.fsdecode(value.rstrip(b"\r"))))
+    return [found.get(name.encode()) for name in names]
 
 
 def _require_own_tree(build_dir: Path, source: Path) -> None:
@@ -81,10 +82,9 @@ def _require_own_tree(build_dir: Path, source: Path) -> None:
     other's. A tree CMake configured elsewhere (a checkout copied or moved with its build/)
     loses its cache instead, and configures afresh."""
     cache = build_dir / "CMakeCache.txt"
-    home = _cmake_cache_value(cache, "CMAKE_HOME_DIRECTORY")
+    home, made_in = _cmake_cache_paths(cache, "CMAKE_HOME_DIRECTORY", "CMAKE_CACHEFILE_DIR")
     if home is None or home.resolve() == source.resolve():
         return
-    made_in = _cmake_cache_value(cache, "CMAKE_CACHEFILE_DIR")
     if made_in is None or made_in.resolve() != build_dir.resolve():
         cache.unlink(missing_ok=True)
         return

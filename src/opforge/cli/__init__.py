@@ -114,10 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # What the system says of a path or a disk, whatever opforge was doing with it: said in one line.
+_NO_ROOM = "free space there, or point OPFORGE_BUILD_DIR or OPFORGE_CACHE elsewhere"
 _PLACE_ERRORS = {
     errno.ENAMETOOLONG: "shorten it: a name in a path is at most 255 bytes, a path 4096",
-    errno.ENOSPC: "free space there, or point OPFORGE_BUILD_DIR or OPFORGE_CACHE elsewhere",
-    errno.EDQUOT: "free space there, or point OPFORGE_BUILD_DIR or OPFORGE_CACHE elsewhere",
+    errno.ENOSPC: _NO_ROOM,
+    errno.EDQUOT: _NO_ROOM,
 }
 
 
@@ -222,10 +223,7 @@ def _open_standard_streams() -> None:
         try:
             os.fstat(fd)
         except OSError:
-            null = os.open(os.devnull, os.O_WRONLY)
-            if null != fd:
-                os.dup2(null, fd)
-                os.close(null)
+            _null_onto(fd)
             # Not closed: the stream lives as long as the process.
             stream = open(fd, "w", errors="backslashreplace", closefd=False)  # noqa: SIM115
             setattr(sys, name, stream)
@@ -234,4 +232,12 @@ def _open_standard_streams() -> None:
 def _drop_output() -> None:
     """Point stdout at /dev/null, so that the interpreter's last flush of what could not be
     written does not fail again at exit."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    _null_onto(sys.stdout.fileno())
+
+
+def _null_onto(fd: int) -> None:
+    """/dev/null on descriptor ``fd`` (which need not be open)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != fd:
+        os.dup2(null, fd)
+        os.close(null)
