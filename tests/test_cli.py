@@ -101,10 +101,17 @@ def test_verify_with_empty_cache_reports_missing(tmp_path, pins_file):
 
 
 def test_offline_fetch_with_empty_cache(tmp_path, pins_file):
+    """The hint's command fetches into the same cache from the same pins file and project."""
+    cache = tmp_path / "c"
     result = run(
-        "pins", "fetch", "--offline", "--pins", str(pins_file), "--cache", str(tmp_path / "c")
-    )
+        "--project", str(tmp_path), "pins", "fetch", "--offline",
+        "--pins", str(pins_file), "--cache", str(cache),
+    )  # fmt: skip
     assert_user_error(result, "pin data: not in cache")
+    assert (
+        f"run `opforge --project={tmp_path} pins fetch data --pins={pins_file} --cache={cache}`"
+        in result.stderr
+    )
 
 
 def test_unknown_pin(tmp_path, pins_file):

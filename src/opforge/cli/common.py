@@ -4,6 +4,7 @@ the flags several groups take."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -63,8 +64,21 @@ def fetcher(args: argparse.Namespace, settings: Settings) -> Fetcher:
         proxy_spellings=settings.proxy_spellings,
     )
     return Fetcher(
-        ContentCache(settings.cache_dir), offline=args.offline, settings=options, log=err
+        ContentCache(settings.cache_dir),
+        offline=args.offline,
+        settings=options,
+        log=err,
+        fetch_command=lambda name: pins_fetch_command(args, [name]),
     )
+
+
+def pins_fetch_command(args: argparse.Namespace, names: list[str]) -> str:
+    """``opforge pins fetch NAMES`` with the --project, --pins and --cache this command was given
+    (as ``--flag=VALUE``: a value starting with ``-`` is not read as a flag), for a hint."""
+    project = [f"--project={args.project}"] if args.project else []
+    given = [("--pins", getattr(args, "pins", None)), ("--cache", getattr(args, "cache", None))]
+    files = [f"{flag}={value}" for flag, value in given if value]
+    return shlex.join(["opforge", *project, "pins", "fetch", *names, *files])
 
 
 def images(args: argparse.Namespace, settings: Settings) -> ImageOptions:

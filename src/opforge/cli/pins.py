@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 from pathlib import Path
 
 from opforge.cli.common import (
     add_fetch_options,
     fetcher,
     path_text,
+    pins_fetch_command,
     positive,
     project,
     refuse_a_file_as_folder,
@@ -47,13 +47,6 @@ def _pins_path(settings: Settings) -> Path:
 
 def _pins(settings: Settings) -> PinSet:
     return load_pins(_pins_path(settings))
-
-
-def _files_given(args: argparse.Namespace) -> list[str]:
-    """The --pins and --cache flags the command was given, to repeat in a hint's command (as
-    ``--flag=VALUE``: a value starting with ``-`` is not read as a flag)."""
-    given = [("--pins", args.pins), ("--cache", args.cache)]
-    return [f"{flag}={value}" for flag, value in given if value]
 
 
 def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
@@ -103,7 +96,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     if bad:
         raise PinError(
             f"{len(bad)} of {len(pins)} pin(s) missing or corrupt in {cache.root}",
-            hint=f"run `opforge pins fetch {shlex.join(bad + _files_given(args))}`",
+            hint=f"run `{pins_fetch_command(args, bad)}`",
         )
     return 0
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import socket
 import sys
 import threading
@@ -244,9 +245,13 @@ class Fetcher:
         offline: bool = False,
         settings: FetchSettings | None = None,
         log: Callable[[str], None] = lambda _msg: None,
+        fetch_command: Callable[[str], str] = lambda name: f"opforge pins fetch {shlex.quote(name)}",
     ) -> None:
         self.cache = cache
         self.offline = offline
+        # The command a hint gives for fetching one pin, with the caller's own project, pins
+        # file and cache.
+        self.fetch_command = fetch_command
         self.settings = settings or FetchSettings()
         self.log = log
         self._local = threading.local()
@@ -345,7 +350,7 @@ class Fetcher:
         if self.offline:
             raise OfflineMiss(
                 f"pin {pin.name}: not in cache {self.cache.root} and --offline was given",
-                hint=f"run `opforge pins fetch {pin.name}` once with network access",
+                hint=f"run `{self.fetch_command(pin.name)}` once with network access",
             )
         waiting = f"{pin.name}: another opforge process is downloading it; waiting"
         with self.cache.partial(
@@ -373,7 +378,7 @@ class Fetcher:
                 raise OfflineMiss(
                     f"pin {pin.name}: cached file {where} was corrupt ({result.problem}) and has "
                     "been removed; --offline was given, so it was not downloaded again",
-                    hint=f"run `opforge pins fetch {pin.name}` once with network access",
+                    hint=f"run `{self.fetch_command(pin.name)}` once with network access",
                 )
             self._say(
                 f"{pin.name}: cached file {where} was corrupt ({result.problem}); "
