@@ -102,3 +102,35 @@ def test_a_signalled_build_stops_its_tools(tmp_path, sig):
                 os.kill(pid, signal.SIGKILL)
     assert build.returncode == 128 + sig and "opforge: interrupted" in stderr
     assert "Traceback" not in stderr
+
+
+def test_a_build_killed_outright_takes_its_tools_too(tmp_path):
+    # kill -9 (or the OOM killer) gives opforge no chance to stop them: its watcher does.
+    project = _hanging_project(tmp_path / "project")
+    build = subprocess.Popen(
+        [sys.executable, "-m", "opforge", "--project", str(project), "build", "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    pid_file = project / "sleep.pid"
+    give_up = time.monotonic() + 120
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        assert build.poll() is None, "the build ended before its step started"
+        assert time.monotonic() < give_up, "the build step never started"
+        time.sleep(0.1)
+    tools = _ancestors(int(pid_file.read_text()), stop=build.pid)
+    assert len(tools) >= 3, "sleep, the shells and ninja/cmake between it and opforge"
+
+    build.kill()
+    assert build.wait(timeout=30) == -signal.SIGKILL
+
+    give_up = time.monotonic() + 20
+    while any(_alive(pid) for pid in tools) and time.monotonic() < give_up:
+        time.sleep(0.1)
+    try:
+        assert [pid for pid in tools if _alive(pid)] == [], "build tools outlived opforge"
+    finally:
+        for pid in tools:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -3,7 +3,8 @@
 A build is a sequence of steps (configure, build, install), each a command line; the engine hands
 them to a step runner. Each step runs in a process group of its own, and when opforge is interrupted (SIGINT) or
 terminated (SIGTERM, SIGHUP, SIGQUIT) while a step runs, the whole group (cmake, ninja, the compilers they
-started) is stopped before opforge exits: nothing keeps building into a tree nobody owns.
+started) is stopped before opforge exits: nothing keeps building into a tree nobody owns. Killed
+outright (SIGKILL), opforge cannot; a watcher process (``opforge.build.orphan_guard``) then does.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from opforge.build.orphan_guard import DONE
+from opforge.build.sessions import stop_session
 from opforge.errors import BuildError
 from opforge.logtail import LogTail
 
@@ -90,16 +92,17 @@ class HostRunner:
                         hint="check that the tool is installed and on PATH",
                     ) from None
                 assert proc.stdout is not None
-                try:
-                    interrupts.arm()
-                    for line in proc.stdout:
-                        log.write(line)
-                        tail.add(line)
-                        self.echo(line.rstrip("\n"))
-                    code = proc.wait()
-                except BaseException:
-                    _stop_group(proc)
-                    raise
+                with _orphan_guard(proc.pid):
+                    try:
+                        interrupts.arm()
+                        for line in proc.stdout:
+                            log.write(line)
+                            tail.add(line)
+                            self.echo(line.rstrip("\n"))
+                        code = proc.wait()
+                    except BaseException:
+                        _stop_group(proc)
+                        raise
         if code != 0:
             raise BuildError(
                 f"step {step.name} failed (exit {code}): {shlex.join(step.argv)}",
@@ -151,47 +154,38 @@ class _Interrupts:
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
-    """Stop everything the step started, then reap the step's process.
-
-    The step runs in a session of its own, whose id is its pid. SIGTERM goes to its process
-    group; ninja puts each job in a group of its own and passes the signal on to them, so the
-    session's members get a grace period to finish, and whatever is left of the session (those
-    groups included) then gets SIGKILL.
-    """
-    _signal_group(proc, signal.SIGTERM)
-    give_up = time.monotonic() + _GRACE_S
-    # The leader is not reaped before the end: as a zombie it keeps its pid, the session's id,
-    # from being reused.
-    while _session_members(proc.pid) and time.monotonic() < give_up:
-        time.sleep(0.05)
-    _signal_group(proc, signal.SIGKILL)
-    for pid in _session_members(proc.pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    """Stop everything the step started (``stop_session``), then reap the step's process. The
+    leader is reaped last: as a zombie it keeps its pid, the session's id, from being reused."""
+    stop_session(proc.pid, _GRACE_S)
     proc.wait()
 
 
-def _session_members(session: int) -> list[int]:
-    """Live (not zombie) processes of ``session``, from /proc."""
-    members: list[int] = []
-    proc_dir = Path("/proc")
-    if not proc_dir.is_dir():
-        return members
-    for entry in proc_dir.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # gone meanwhile
-        if fields[0] != "Z" and int(fields[3]) == session:
-            members.append(int(entry.name))
-    return members
-
-
-def _signal_group(proc: subprocess.Popen, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
+@contextlib.contextmanager
+def _orphan_guard(session: int) -> Iterator[None]:
+    """A watcher (``opforge.build.orphan_guard``) that stops the step's session should opforge
+    die without doing so; told when the step is over. In a session of its own, so the
+    terminal's signals do not end it first. Where no process can be started for it, the step
+    runs without one, as it did before watchers."""
+    try:
+        guard = subprocess.Popen(
+            [sys.executable, "-m", "opforge.build.orphan_guard", str(session)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        yield
+        return
+    assert guard.stdin is not None
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            guard.stdin.write(DONE)
+        with contextlib.suppress(OSError):
+            guard.stdin.close()
+        guard.wait()
 
 
 def _print_to(stream: TextIO) -> Callable[[str], None]:
