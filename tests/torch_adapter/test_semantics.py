@@ -923,3 +923,66 @@ def test_a_cpu_scalar_tensor_goes_beside_meta_tensors_as_in_torch():
 def test_autograds_zero_tensors_take_the_dispatcher():
     zeros = torch._efficientzerotensor(3)
     same(ot.add(zeros, torch.ones(3)), torch.ones(3))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    ("x_dtype", "w_dtype"),
+    [
+        (torch.float32, torch.float16),
+        (torch.float32, torch.bfloat16),
+        (torch.float32, torch.float64),
+        (torch.float16, torch.bfloat16),
+        (torch.bfloat16, torch.float64),
+    ],
+)
+def test_rms_norm_takes_a_weight_of_any_floating_dtype_as_torch(device, x_dtype, w_dtype):
+    # torch applies it in float32 and returns the input's dtype; its gradient is the weight's.
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, device=device, dtype=x_dtype, requires_grad=True)
+    w = torch.randn(8, device=device, dtype=w_dtype, requires_grad=True)
+    ours = ot.rms_norm(x, (8,), w)
+    native = torch.nn.functional.rms_norm(x, (8,), w)
+    loose = {"rtol": 1e-2, "atol": 1e-2} if x_dtype != torch.float32 else {}
+    same(ours, native, **loose)
+    grad = torch.randn_like(native)
+    ours_grads = torch.autograd.grad(ours, (x, w), grad)
+    native_grads = torch.autograd.grad(native, (x, w), grad)
+    for a, b in zip(ours_grads, native_grads, strict=True):
+        same(a, b, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "shape", [(3, 0), (2, 0, 3), (0, 4), (4, 3, 0, 2)], ids=lambda s: "x".join(map(str, s))
+)
+def test_empty_results_have_torchs_contiguous_strides(device, shape):
+    x = torch.empty(shape, device=device)
+    pairs = [
+        (ot.gelu(x), torch.nn.functional.gelu(x)),
+        (ot.softmax(x, -1), torch.softmax(x, -1)),
+        (ot.add(x, x), torch.add(x, x)),
+        (ot.layer_norm(x, x.shape[-1:]), torch.nn.functional.layer_norm(x, x.shape[-1:])),
+    ]
+    for ours, native in pairs:
+        assert ours.shape == native.shape and ours.stride() == native.stride()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("transform", ["grad", "vmap"])
+def test_training_with_2_byte_statistics_under_torch_func_is_refused_naming_opforge(
+    device, transform
+):
+    # opforge updates float32 copies and writes them back; torch.func refuses that write in
+    # words naming neither opforge nor the op.
+    x = torch.randn(3, 4, 2, device=device, dtype=torch.float16)
+    mean = torch.zeros(2, device=device, dtype=torch.float16)
+    var = torch.ones(2, device=device, dtype=torch.float16)
+
+    def train(t):
+        return ot.batch_norm(t, mean, var, training=True).float().sum()
+
+    run = torch.func.grad(train) if transform == "grad" else torch.func.vmap(train)
+    with pytest.raises(NotImplementedError, match=r"^opforge\.torch\.batch_norm: training with "):
+        run(x)
+    assert torch.equal(mean, torch.zeros_like(mean)) and torch.equal(var, torch.ones_like(var))

@@ -57,12 +57,13 @@ class Call {
   }
 
   // The tensor `described` (by opforge_<op>_infer) asks for, contiguous, on `like`'s device.
+  // A dim of size 0 counts as 1, as in torch's contiguous strides ((1, 1) for a 3x0 tensor).
   Tensor allocate(DLTensor* described, const Tensor& like) {
     int64_t strides[OPFORGE_MAX_NDIM];
     int64_t running = 1;
     for (int i = described->ndim - 1; i >= 0; --i) {
       strides[i] = running;
-      running *= described->shape[i];
+      running *= std::max<int64_t>(described->shape[i], 1);
     }
     return make(described, like, strides);
   }

@@ -538,14 +538,61 @@ def _holds(value, dtype: torch.dtype) -> bool:
     return struct.unpack("f", struct.pack("I", bits))[0] == value and bits & 0xFFFF == 0
 
 
-def _scalar(value, dtype: torch.dtype, device) -> torch.Tensor:
-    # Made on every call: a kept tensor would outlive CUDA graph captures and fake-tensor modes
-    # that made it, and change what torch.jit.trace records. torch.full fills it on the device
-    # (scalar_tensor fills it on the host and copies it over). A number past the dtype's range
-    # becomes inf, as torch's cast of it, where the fill would refuse it.
+def _scalar(value, dtype: torch.dtype, device, like: torch.Tensor | None = None) -> torch.Tensor:
+    """A 0-d tensor of ``value`` in ``dtype`` on ``device``, beside the operand ``like``: on a
+    CUDA device in plain eager code, the one kept from an earlier call (``_kept_constant``)."""
+    if device.type == "cuda" and _plain_eager(like):
+        return _kept_constant(value, dtype, device)
+    return _made_scalar(value, dtype, device)
+
+
+def _made_scalar(value, dtype: torch.dtype, device) -> torch.Tensor:
+    # torch.full fills it on the device (scalar_tensor fills it on the host and copies it
+    # over). A number past the dtype's range becomes inf, as torch's cast of it, where the fill
+    # would refuse it.
     if not isinstance(value, bool) and abs(float(value)) > torch.finfo(dtype).max:
         return torch.full((), float(value), dtype=torch.float64, device=device).to(dtype)
     return torch.full((), value, dtype=dtype, device=device)
+
+
+# 0-d CUDA tensors of the numbers operands were given, by (number, dtype, device): making one
+# launches a fill, about 10 us a call on an H100 host (bench/results/torch-overhead-*). They
+# are never freed (a freed block could be handed out again while another stream still reads
+# it) nor written, and at most _KEPT_AT_MOST are kept; past that each call makes its own.
+_KEPT: dict[tuple, torch.Tensor] = {}
+_KEPT_AT_MOST = 1024
+
+
+def _plain_eager(like: torch.Tensor | None) -> bool:
+    """Whether a kept constant may stand beside ``like``: nothing records or transforms the call
+    (torch.compile, jit.trace, a dispatch or torch-function mode such as fake tensors, a
+    torch.func transform), and ``like`` is a plain tensor or absent."""
+    return not (
+        _compiling()
+        or _dispatch_modes()
+        or _function_modes()
+        or _functorch_active()
+        or _tracing() is not None
+        or (like is not None and type(like) is not _Tensor)
+    )
+
+
+def _kept_constant(value, dtype: torch.dtype, device) -> torch.Tensor:
+    # Keyed by the number's bits: -0.0 and 0.0 differ, and a NaN finds its own.
+    bits = struct.pack("<d", value) if isinstance(value, float) else value
+    key = (type(value), bits, dtype, device)
+    kept = _KEPT.get(key)
+    if kept is not None:
+        return kept
+    if len(_KEPT) >= _KEPT_AT_MOST or torch.cuda.is_current_stream_capturing():
+        # While a CUDA graph is captured the fill would only be recorded, not run.
+        return _made_scalar(value, dtype, device)
+    with torch.inference_mode(False):  # an inference tensor could not be saved for a backward
+        kept = _made_scalar(value, dtype, device)
+    # Filled before any stream reads it, whichever stream that is.
+    torch.cuda.current_stream(device).synchronize()
+    _KEPT[key] = kept
+    return kept
 
 
 def require_64_bits(function: str, what: str, value) -> None:
@@ -663,8 +710,11 @@ def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
                 f"opforge computes in float32 and casts back to {_dtype_word(dtype)} would be "
                 "cast so for inputs of any dtype; trace with operands of one dtype"
             )
+    like = a if isinstance(a, torch.Tensor) else b if isinstance(b, torch.Tensor) else None
     a, b = (
-        _operand(v, compute, device) if isinstance(v, torch.Tensor) else _scalar(v, compute, device)
+        _operand(v, compute, device)
+        if isinstance(v, torch.Tensor)
+        else _scalar(v, compute, device, like)
         for v in (a, b)
     )
     return a, b, cast
@@ -1014,7 +1064,7 @@ def unit_if_folded(other, like: torch.Tensor):
     mul's scale (``folded_factor``)."""
     if not isinstance(other, float):
         return other
-    return torch.ones((), dtype=like.dtype, device=like.device)
+    return _scalar(1.0, like.dtype, like.device, like)
 
 
 def folded_factor(other) -> float:
@@ -1052,6 +1102,25 @@ def shaped_as(y: torch.Tensor, x) -> torch.Tensor:
     return y.reshape(x.shape) if _flattened(x) else y
 
 
+def weight_as_taken(weight, x):
+    """rms_norm's weight as the kernels take it (float32 or the input's dtype). One of another
+    floating dtype (float16 beside a float32 input, bfloat16 beside float16, float64), which
+    torch applies in float32 too and casts the result to the input's dtype, becomes a float32
+    copy: differentiable, so its gradient comes back in the weight's own dtype."""
+    if (
+        isinstance(weight, torch.Tensor)
+        and isinstance(x, torch.Tensor)
+        and weight.dtype in _PROMOTED_WEIGHTS
+        and weight.dtype != x.dtype
+    ):
+        return weight.float()
+    return weight  # float8 and the rest: the kernels' check names them, as torch refuses them
+
+
+# The weight dtypes torch promotes beside a floating input (float8 it refuses).
+_PROMOTED_WEIGHTS = (torch.float16, torch.bfloat16, torch.float64)
+
+
 def float_channels(t, x, name: str, *others, updated: bool = False):
     """batch_norm's parameter ``name`` (weight, bias or a running statistic) as the kernels
     take it: float32. One in the input's 2-byte dtype (as torch's CPU call takes them, and
@@ -1079,6 +1148,14 @@ def float_channels(t, x, name: str, *others, updated: bool = False):
     if t.dtype != x.dtype:
         return t
     if updated:
+        if _functorch_active():
+            # The write-back of the float32 copy is an in-place copy_ into a tensor the
+            # transform did not make, which torch.func refuses in its own words.
+            raise NotImplementedError(
+                f"opforge.torch.batch_norm: training with {_dtype_word(t.dtype)} running "
+                "statistics under a torch.func transform (grad, vmap, jacrev, ...) is not "
+                "supported: opforge updates float32 copies of them; pass float32 statistics"
+            )
         _refuse_overlap(name, t, others[0])
     return t.float()
 
