@@ -25,7 +25,16 @@ from tests.conftest import REPO
 PACKAGE = REPO / "src" / "opforge"
 # Lowest first; a module may import only from its own unit or a lower layer.
 LAYERS = (
-    {"errors", "frameworks", "logtail", "proxies", "redact", "requirements", "schema_errors"},
+    {
+        "errors",
+        "frameworks",
+        "links",
+        "logtail",
+        "proxies",
+        "redact",
+        "requirements",
+        "schema_errors",
+    },
     {"atomic", "dirs", "dockerengine", "handoff", "locks", "paths", "pip", "report", "yamlfile"},
     {"kernels", "settings", "yamledit"},
     {"pins"},

@@ -6,7 +6,6 @@ Every write of a project file goes through :func:`write_text`, which first check
 
 from __future__ import annotations
 
-import errno
 import os
 import tempfile
 from collections.abc import Iterator
@@ -14,23 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from opforge.errors import ConfigError
-
-
-def _resolve(path: Path) -> Path | None:
-    """``path`` with its links followed, or None for a loop of links."""
-    try:
-        # Strict, to see a loop: Python 3.13's non-strict resolve() returns a partly resolved
-        # path where earlier versions raised.
-        return path.resolve(strict=True)
-    except RuntimeError:  # a loop, before Python 3.13
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return None
-    try:  # not there yet (or unreadable): as far as it resolves
-        return path.resolve(strict=False)
-    except (RuntimeError, OSError):  # a loop further on, before Python 3.13
-        return None
+from opforge.links import follow_links
 
 
 def _shown(path: Path, root: Path) -> Path:
@@ -51,7 +34,7 @@ def _offending_link(root: Path, inside: Path, path: Path) -> Path:
     for part in path.relative_to(root).parts:
         step = step / part
         if step.is_symlink():
-            target = _resolve(step)
+            target = follow_links(step)
             if target is None or not target.is_relative_to(inside):
                 return step
     return path
@@ -64,12 +47,12 @@ def require_inside(root: Path, path: Path) -> None:
     A link at ``path`` that stays inside is fine (``replacing`` swaps it for a file). One that
     leads out is refused rather than silently replaced: it is either a hostile clone or the
     user's own arrangement, and either way they should learn of it before opforge acts."""
-    inside = _resolve(root)
-    parent = _resolve(path.parent)
+    inside = follow_links(root)
+    parent = follow_links(path.parent)
     if inside is None or parent is None:
         target = None
     else:
-        target = _resolve(path) if path.is_symlink() else parent / path.name
+        target = follow_links(path) if path.is_symlink() else parent / path.name
     if target is not None and target.is_relative_to(inside):
         return
     shown = _shown(path, root)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from opforge.errors import ConfigError
+from opforge.links import follow_links
 
 PROJECT_MARKER = "checksums.yaml"
 # The folders opforge writes in a project: build trees and logs (unless OPFORGE_BUILD_DIR moves
@@ -14,9 +15,21 @@ BUILD_DIR = "build"
 DIST_DIR = "dist"
 
 
+def resolved(path: Path, what: str) -> Path:
+    """``path`` with its links followed; a loop of links is a ConfigError naming ``what``
+    (the flag or variable that gave it)."""
+    real = follow_links(path)
+    if real is None:
+        raise ConfigError(
+            f"{what} {path} is a loop of symbolic links",
+            hint=f"remove or repoint the links on the way to {path}",
+        )
+    return real
+
+
 def find_project_root(start: Path) -> Path:
     """Return the nearest directory at or above ``start`` holding checksums.yaml."""
-    here = start.resolve()
+    here = resolved(start, "the directory")
     for candidate in (here, *here.parents):
         if (candidate / PROJECT_MARKER).is_file():
             return candidate

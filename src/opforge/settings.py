@@ -19,7 +19,7 @@ import platformdirs
 
 from opforge.errors import ConfigError
 from opforge.handoff import Handoff
-from opforge.paths import PROJECT_MARKER, find_project_root
+from opforge.paths import PROJECT_MARKER, find_project_root, resolved
 from opforge.proxies import PROXY_NAMES, proxy_conflicts, proxy_environment, proxy_spellings
 
 # Tools a variable may name instead of the search (``opforge.build.toolchain``).
@@ -151,11 +151,12 @@ def resolve_settings(
     then ``environ``, then defaults."""
     here = (cwd or Path.cwd()).absolute()
     if _given(project):
-        project_dir, project_from = (here / project).resolve(), "--project"
+        project_dir, project_from = resolved(here / project, "--project"), "--project"
     elif handoff is not None:
         project_dir, project_from = handoff.project, "--handoff"
     elif _given(environ.get("OPFORGE_PROJECT")):
-        project_dir, project_from = (here / environ["OPFORGE_PROJECT"]).resolve(), "OPFORGE_PROJECT"
+        project_dir = resolved(here / environ["OPFORGE_PROJECT"], "OPFORGE_PROJECT")
+        project_from = "OPFORGE_PROJECT"
     else:
         project_dir, project_from = None, "the current directory"
     if find_links is not None:

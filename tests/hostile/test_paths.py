@@ -96,6 +96,36 @@ def test_a_source_glob_through_a_link_that_loops(project):
     assert_one_line_error(result, f"{path}: sources[0]: src/again is a link back to", "loop")
 
 
+def test_a_source_glob_through_a_link_to_itself(project):
+    (project / "src" / "self").symlink_to("self")
+
+    path, result = _validate(project, RECIPE)
+
+    assert_one_line_error(result, f"{path}: sources[0]: src/self is a loop of symbolic links")
+
+
+def test_a_recipe_file_that_is_a_loop_of_links(project):
+    (project / "recipes" / "a.yaml").symlink_to("a.yaml")
+
+    result = opforge("--project", str(project), "recipes", "list")
+
+    assert_one_line_error(result, f"{project / 'recipes' / 'a.yaml'}: a loop of symbolic links")
+
+
+@pytest.mark.parametrize("given", ["flag", "environment"])
+def test_a_project_directory_that_is_a_loop_of_links(tmp_path, given):
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    if given == "flag":
+        result = opforge("--project", str(loop), "pins", "list", cwd=tmp_path)
+        name = "--project"
+    else:
+        result = opforge("pins", "list", cwd=tmp_path, env={"OPFORGE_PROJECT": str(loop)})
+        name = "OPFORGE_PROJECT"
+
+    assert_one_line_error(result, f"{name} {loop} is a loop of symbolic links")
+
+
 def test_a_pin_name_that_is_a_path(tmp_path, file_server):
     body = b"payload"
     url = file_server.add("/x.tar.gz", body)

@@ -245,7 +245,9 @@ class Fetcher:
         offline: bool = False,
         settings: FetchSettings | None = None,
         log: Callable[[str], None] = lambda _msg: None,
-        fetch_command: Callable[[str], str] = lambda name: f"opforge pins fetch {shlex.quote(name)}",
+        fetch_command: Callable[[str], str] = lambda name: (
+            f"opforge pins fetch {shlex.quote(name)}"
+        ),
     ) -> None:
         self.cache = cache
         self.offline = offline

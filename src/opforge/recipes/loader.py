@@ -12,6 +12,7 @@ from pathlib import Path
 import jsonschema
 
 from opforge.errors import RecipeError
+from opforge.links import follow_links
 from opforge.pins.model import PinSet
 from opforge.recipes.generators import generator_files
 from opforge.recipes.model import Recipe, recipe_from_dict
@@ -347,16 +348,22 @@ def load_recipes(paths: list[Path], pins: PinSet, root: Path) -> RecipeBook:
             problems.append(_Problem(f"{path}: no such recipe file or directory", _MISSING_HINT))
             continue
         for file in found:
+            real = follow_links(file)
+            if real is None:
+                problems.append(
+                    _Problem(f"{file}: a loop of symbolic links", "remove or repoint the link")
+                )
+                continue
             if _links_out(file, root):
                 problems.append(
                     _Problem(
-                        f"{file}: a link out of the project, to {file.resolve()}",
+                        f"{file}: a link out of the project, to {real}",
                         "copy the recipe into the project, or give its path to "
                         "`opforge recipes validate` to check it",
                     )
                 )
                 continue
-            files.setdefault(file.resolve(), file)
+            files.setdefault(real, file)
     recipes: dict[str, Recipe] = {}
     for file in files.values():
         recipe = _read_recipe(file, problems)

@@ -13,6 +13,7 @@ import re
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
+from opforge.links import follow_links
 from opforge.paths import BUILD_DIR, DIST_DIR
 from opforge.requirements import has_control_character
 
@@ -109,9 +110,11 @@ def _literal_prefix(parts: tuple[str, ...]) -> list[str]:
 
 
 def _check_link(path: Path, root: Path, real_root: Path) -> str | None:
-    target = path.resolve()
+    target = follow_links(path)
     inside = root if path.is_relative_to(root) else real_root
     shown = path.relative_to(inside).as_posix()
+    if target is None:
+        return f"{shown} is a loop of symbolic links"
     if not _inside(target, real_root):
         return f"{shown} is a link to {target}, outside the project"
     if target.is_dir() and _inside(path.parent.resolve(), target):
