@@ -14,7 +14,9 @@ calls ``yaml.load``.
 from __future__ import annotations
 
 import os
+import re
 import stat
+import sys
 from pathlib import Path
 
 import yaml
@@ -115,6 +117,15 @@ def parse_yaml(path: Path, text: str, error: type[ConfigError] = ConfigError) ->
             raise _too_deep(path, where, error) from None
         raise error(
             f"{path}: not valid YAML{where}: {problem}", hint="fix the YAML syntax"
+        ) from None
+    except ValueError:
+        # Python refuses to convert an int of more than sys.get_int_max_str_digits() digits.
+        long_number = re.compile(rf"\d{{{sys.get_int_max_str_digits() + 1},}}")
+        line = next((i for i, row in enumerate(text.splitlines(), 1) if long_number.search(row)), 0)
+        where = f" at line {line}" if line else ""
+        raise error(
+            f"{path}: a number{where} has more than {sys.get_int_max_str_digits()} digits",
+            hint="no value in a project file needs a number that long; check that line",
         ) from None
 
 

@@ -86,6 +86,17 @@ def test_deeply_nested_yaml_in_a_recipe(project):
     _assert_refused_fast(lambda: _validate(project), str(recipe), "nested deeper than 64 levels")
 
 
+def test_a_number_too_long_for_python_in_a_pins_file(project):
+    # Python refuses to convert an int of more than 4300 digits, inside the YAML loader.
+    pins = project / "checksums.yaml"
+    pins.write_text(f"pins:\n  x:\n    url: https://e.example/x\n    size: {'9' * 4301}\n")
+
+    _assert_refused_fast(
+        lambda: opforge("--project", str(project), "pins", "list"),
+        f"{pins}: a number at line 4 has more than 4300 digits",
+    )
+
+
 def test_an_oversized_pins_file(project):
     pins = project / "checksums.yaml"
     pins.write_text("pins: {}\n" + "# padding\n" * 200_000)
