@@ -120,6 +120,32 @@ def test_offline_with_a_poisoned_entry_names_it_and_says_it_was_removed(served, 
     assert len(file_server.log) == requests_before, "offline never touches the network"
 
 
+@pytest.mark.parametrize("command", ["fetch", "verify"])
+def test_a_wrong_size_in_the_pins_file_keeps_a_cached_file_whose_digests_match(
+    served, file_server, tmp_path, command
+):
+    """The cache is shared by every pins file: one pin's wrong size must not cost the others a
+    verified file (it was removed, and with --offline could not come back)."""
+    pins, cache, blob = served
+    assert _fetch_cli(pins, cache).returncode == 0
+    url = file_server.add("/blob.tar.gz", BODY)
+    wrong = pins_yaml(
+        tmp_path / "wrong.yaml", blob={**pin_fields(url, BODY), "size": len(BODY) - 1}
+    )
+    requests_before = len(file_server.log)
+
+    result = opforge(
+        "pins", command, "blob", "--pins", str(wrong), "--cache", str(cache.root),
+        *(["--offline"] if command == "fetch" else []),
+    )  # fmt: skip
+
+    error = assert_one_line_error(result, "pin blob", f"its size is {len(BODY) - 1}")
+    assert f"has {len(BODY)} bytes" in error
+    assert f"correct the size of blob in the pins file to {len(BODY)}" in result.stderr
+    assert blob.read_bytes() == BODY
+    assert len(file_server.log) == requests_before
+
+
 def test_a_directory_where_a_blob_should_be_is_named_and_left_alone(served):
     pins, cache, blob = served
     blob.mkdir(parents=True)

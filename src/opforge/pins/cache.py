@@ -249,11 +249,20 @@ class ContentCache:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 return self._discard(pin, path, f"a {_kind(info.st_mode)}, not a regular file")
-            if pin.size is not None and info.st_size != pin.size:
-                return self._discard(pin, path, f"{info.st_size} bytes, expected {pin.size}")
             algorithms = ("sha256", "md5") if pin.md5 else ("sha256",)
+            if pin.size is not None and info.st_size != pin.size:
+                # Hashed before anything is removed: a pins file's wrong size must not cost the
+                # shared cache a file whose digests are right.
+                if hash_stream(stream, algorithms) == _pinned_digests(pin, algorithms):
+                    raise PinError(
+                        f"pin {pin.name}: its size is {pin.size} in the pins file, but the file "
+                        f"with its digests has {info.st_size} bytes",
+                        hint=f"correct the size of {pin.name} in the pins file to "
+                        f"{info.st_size}",
+                    )
+                return self._discard(pin, path, f"{info.st_size} bytes, expected {pin.size}")
             actual = hash_stream(stream, algorithms)
-        expected = {"sha256": pin.sha256, "md5": pin.md5}
+        expected = _pinned_digests(pin, algorithms)
         for algorithm in algorithms:
             if actual[algorithm] != expected[algorithm]:
                 problem = f"{algorithm} {actual[algorithm]}, expected {expected[algorithm]}"
@@ -426,3 +435,9 @@ def _clone_or_copy(source: Path, dest: Path) -> None:
             fcntl.ioctl(out.fileno(), _FICLONE, src.fileno())
         except OSError:
             shutil.copyfileobj(src, out, 4 << 20)
+
+
+def _pinned_digests(pin: Pin, algorithms: tuple[str, ...]) -> dict[str, str | None]:
+    """The digests ``pin`` names, by algorithm, as ``hash_stream`` gives them."""
+    pinned = {"sha256": pin.sha256, "md5": pin.md5}
+    return {algorithm: pinned[algorithm] for algorithm in algorithms}
