@@ -263,6 +263,16 @@ def test_doctor_reports_every_capability_and_masks_proxy_passwords():
     assert "s3cret" not in result.stdout
 
 
+def test_doctor_rows_show_control_characters_of_the_environment_as_codes():
+    """A line break or escape sequence in a variable doctor echoes neither breaks its row nor
+    reaches the terminal."""
+    result = run("doctor", env={"HTTPS_PROXY": "http://h\n:1", "NO_PROXY": "*\x1b[2J"})
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout
+    rows = result.stdout.splitlines()
+    assert any(r.startswith("proxies") and "http://h\\n:1" in r for r in rows), result.stdout
+
+
 @pytest.mark.parametrize("host", ["tcp://host:notaport", "tcp://[::1"])
 def test_doctor_says_a_docker_host_that_is_no_address_is_one(host):
     """The Docker SDK's own parse of DOCKER_HOST fails with ValueError: doctor's row says so."""

@@ -19,6 +19,7 @@ from opforge.dockerengine import BadDockerHost, engine_version
 from opforge.errors import ToolMissing
 from opforge.proxies import DOWNLOAD_PROXY_NAMES, PROXY_NAMES, proxy_problem
 from opforge.redact import mask_url
+from opforge.report import printable
 from opforge.settings import TOOL_VARIABLES, Settings, ca_bundle_problem
 
 
@@ -236,5 +237,8 @@ def render_table(checks: list[Check]) -> str:
     """A plain-text table, one check per row."""
     width = max(len(c.name) for c in checks)
     rows = [f"{'check'.ljust(width)}  status  detail", f"{'-' * width}  ------  ------"]
-    rows += [f"{c.name.ljust(width)}  {'ok' if c.ok else '--':6}  {c.detail}" for c in checks]
+    # A detail echoes the environment (a proxy, CUDNN_ROOT): its control characters as codes.
+    rows += [
+        f"{c.name.ljust(width)}  {'ok' if c.ok else '--':6}  {printable(c.detail)}" for c in checks
+    ]
     return "\n".join(rows)

@@ -168,3 +168,15 @@ def test_a_url_file_name_that_is_a_path_stays_in_dest(
     assert tree(dest) == {expected: body}
     assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["two"]
     assert sorted(p.name for p in (tmp_path / "one" / "two").iterdir()) == ["dest"]
+
+
+def test_a_recipe_description_with_control_characters_is_listed_on_one_line(project):
+    (project / "recipes" / "evil.yaml").write_text(
+        RECIPE + 'description: "\\e]0;pwned\\a\\e[2J PyTorch\\nFAKE-LINE"\n'
+    )
+
+    result = opforge("--project", str(project), "recipes", "list")
+
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert result.stdout.count("\n") == 1 and "\\x1b]0;pwned" in result.stdout

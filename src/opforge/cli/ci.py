@@ -8,6 +8,7 @@ from pathlib import Path
 from opforge.ci.matrix import Matrix, load_matrix
 from opforge.ci.workflow import WORKFLOW_PATH
 from opforge.cli.common import path_text, project, refuse_a_file_as_folder, resolved
+from opforge.report import printable
 from opforge.settings import Settings
 
 
@@ -20,7 +21,9 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
     """Every cell with its flavour, or the reason it is excluded."""
     for cell in _matrix(settings).cells:
         status = (
-            f"excluded: {cell.excluded}" if cell.excluded else f"included ({cell.flavour} images)"
+            f"excluded: {printable(cell.excluded)}"
+            if cell.excluded
+            else f"included ({cell.flavour} images)"
         )
         print(f"{cell.id:40} {status}")
     return 0

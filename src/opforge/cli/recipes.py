@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from opforge.cli.common import path_text, project
+from opforge.report import printable
 from opforge.settings import Settings
 
 
@@ -18,7 +19,7 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
         deps = ", ".join(recipe.depends_on) or "-"
         print(
             f"{recipe.name:<20} profiles={','.join(recipe.profiles):<8} "
-            f"depends_on={deps:<16} {recipe.description}"
+            f"depends_on={deps:<16} {printable(recipe.description)}"
         )
     return 0
 

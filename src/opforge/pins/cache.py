@@ -257,8 +257,7 @@ class ContentCache:
                     raise PinError(
                         f"pin {pin.name}: its size is {pin.size} in the pins file, but the file "
                         f"with its digests has {info.st_size} bytes",
-                        hint=f"correct the size of {pin.name} in the pins file to "
-                        f"{info.st_size}",
+                        hint=f"correct the size of {pin.name} in the pins file to {info.st_size}",
                     )
                 return self._discard(pin, path, f"{info.st_size} bytes, expected {pin.size}")
             actual = hash_stream(stream, algorithms)
