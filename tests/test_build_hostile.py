@@ -119,9 +119,30 @@ def test_a_build_dir_overlapping_dist_is_refused_before_building(lib_project, tm
         "--project", str(lib_project), "build", env={"OPFORGE_BUILD_DIR": str(build_dir)}
     )
     error = one_line_error(result)
-    assert f"the build directory {build_dir} overlaps the project's outputs, {dist}" in error
-    assert f"hint: point OPFORGE_BUILD_DIR at a directory apart from {dist}" in error
+    if where == "the project":
+        assert f"the build directory {build_dir} holds the project, {lib_project}" in error
+        assert "apart from the project's sources" in error
+    else:
+        assert f"the build directory {build_dir} overlaps the project's outputs, {dist}" in error
+        assert f"hint: point OPFORGE_BUILD_DIR at a directory apart from {dist}" in error
     assert sorted(p.name for p in dist.iterdir()) == [], "nothing made, not even the folder"
+
+
+@pytest.mark.parametrize("where", ["the project", "dist"])
+def test_an_image_context_is_not_assembled_in_the_sources_or_outputs(lib_project, where):
+    # It replaces what is at <build dir>/images/<flavour>-<kind>: with the project as the build
+    # directory, that lay in the project's own images/ folder.
+    shutil.copytree(Path(__file__).parents[1] / "images", lib_project / "images")
+    (lib_project / "dist").mkdir()
+    build_dir = lib_project if where == "the project" else lib_project / "dist"
+    before = sorted(p.relative_to(lib_project) for p in lib_project.rglob("*"))
+    result = run_opforge(
+        "--project", str(lib_project), "images", "context", "--flavour", "pip",
+        env={"OPFORGE_BUILD_DIR": str(build_dir)},
+    )  # fmt: skip
+    error = one_line_error(result)
+    assert f"the build directory {build_dir} " in error
+    assert sorted(p.relative_to(lib_project) for p in lib_project.rglob("*")) == before
 
 
 def test_a_build_dir_another_checkout_configured_is_named_and_kept(lib_project, tmp_path):

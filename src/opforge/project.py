@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from opforge.paths import BUILD_DIR, DIST_DIR, PROJECT_MARKER
+from opforge.errors import ConfigError
+from opforge.paths import BUILD_DIR, DIST_DIR, PROJECT_MARKER, resolved
 from opforge.pins.model import PinSet, load_pins
 from opforge.recipes.loader import RecipeBook, load_recipes
 from opforge.settings import Settings
@@ -61,8 +62,28 @@ class Project:
         return self.root / "ci" / "matrix.yaml"
 
     def image_staging(self, flavour: str, kind: str) -> Path:
-        """Where an image's build context is assembled."""
+        """Where an image's build context is assembled (``require_build_dir_apart`` first: an
+        earlier context there is replaced)."""
+        self.require_build_dir_apart()
         return self.build_dir / "images" / f"{flavour}-{kind}"
+
+    def require_build_dir_apart(self) -> None:
+        """``ConfigError`` for a build directory that holds the project, is ``dist/`` or lies
+        in it (links followed): build trees and image contexts, which replace what is in their
+        way, would mix with the sources or the outputs, and its lock would be dist's own."""
+        build = resolved(self.build_dir, "the build directory")
+        root, dist = resolved(self.root, "the project"), resolved(self.dist_dir, "dist/")
+        if root.is_relative_to(build):
+            raise ConfigError(
+                f"the build directory {self.build_dir} holds the project, {self.root}",
+                hint="point OPFORGE_BUILD_DIR at a directory apart from the project's sources",
+            )
+        if build.is_relative_to(dist):
+            raise ConfigError(
+                f"the build directory {self.build_dir} overlaps the project's outputs, "
+                f"{self.dist_dir}",
+                hint=f"point OPFORGE_BUILD_DIR at a directory apart from {self.dist_dir}",
+            )
 
     def load_pins(self) -> PinSet:
         """The validated pins file."""

@@ -49,17 +49,6 @@ class TargetResult:
     duration_s: float = 0.0
 
 
-def _require_apart(build_dir: Path, dist_dir: Path) -> None:
-    """``ConfigError`` for a build directory that is ``dist/``, holds it or lies in it (links
-    followed): build trees would mix with the outputs, and its lock would be dist's own."""
-    build, dist = build_dir.resolve(), dist_dir.resolve()
-    if build == dist or build.is_relative_to(dist) or dist.is_relative_to(build):
-        raise ConfigError(
-            f"the build directory {build_dir} overlaps the project's outputs, {dist_dir}",
-            hint=f"point OPFORGE_BUILD_DIR at a directory apart from {dist_dir}",
-        )
-
-
 def _cmake_cache_paths(cache: Path, *names: str) -> list[Path | None]:
     """The paths CMake recorded as ``names`` in ``cache`` (CMakeCache.txt), None for each
     missing, in one read. As bytes: CMake writes the path's own bytes, which need not be
@@ -181,7 +170,7 @@ class BuildEngine:
         # through a link that leads out of it (a build directory may be anywhere).
         require_inside(self.project.root, self.project.dist_dir / profile)
         _require_record_writable(self.project.build_record, self.project.root)
-        _require_apart(self.project.build_dir, self.project.dist_dir)
+        self.project.require_build_dir_apart()
         build_dir = make_dirs(self.project.build_dir, hint=BUILD_DIR_HINT)
         dist_dir = make_dirs(
             self.project.dist_dir,
