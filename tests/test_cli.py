@@ -572,6 +572,21 @@ def test_an_output_that_cannot_hold_a_character_gets_its_code(tmp_path, pins_fil
     assert (dest / "data.tar.gz").is_file()
 
 
+def test_fetch_dest_keeps_a_different_file_of_the_same_name(tmp_path, pins_file):
+    """Placing the pin would have replaced it without a word; the same file again is fine."""
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "data.tar.gz").write_text("precious")
+    args = ("pins", "fetch", "--pins", str(pins_file), "--cache", str(tmp_path / "c"))
+    result = run(*args, "--dest", str(dest))
+    assert_user_error(result, f"cannot place data.tar.gz in {dest}: a different file of that")
+    assert f"hint: move or remove {dest / 'data.tar.gz'}" in result.stderr
+    assert (dest / "data.tar.gz").read_text() == "precious"
+    (dest / "data.tar.gz").unlink()
+    assert run(*args, "--dest", str(dest)).returncode == 0
+    assert run(*args, "--dest", str(dest)).returncode == 0, "placed again over itself"
+
+
 def test_fetch_dest_names_a_folder_in_the_files_way(tmp_path, pins_file):
     (tmp_path / "dest" / "data.tar.gz").mkdir(parents=True)
     result = run(

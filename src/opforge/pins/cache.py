@@ -384,6 +384,12 @@ class ContentCache:
         """
         source = self.path_for(pin)
         dest = dest_dir / pin.filename
+        if _holds_another_file(dest, pin):
+            raise ConfigError(
+                f"cannot place {pin.filename} in {dest_dir}: a different file of that name is "
+                "there",
+                hint=f"move or remove {dest} if it is not needed, or pass another --dest",
+            )
         # A short name of its own: the file's name may already be near the 255-byte limit.
         temp = dest_dir / f".opforge.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:
@@ -402,6 +408,23 @@ class ContentCache:
                 else "pass --dest a writable directory with room for it",
             ) from None
         return dest
+
+
+def _holds_another_file(dest: Path, pin: Pin) -> bool:
+    """Whether ``dest`` is a file (or a link to one) whose content is not ``pin``'s: placing the
+    pin there would lose it. An earlier placement of the same file is replaced."""
+    try:
+        # O_NONBLOCK: a pipe of that name cannot hang the open.
+        fd = os.open(dest, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb", buffering=0) as stream:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return False  # a folder or a device: the placement itself says what is wrong
+            if pin.size is not None and info.st_size != pin.size:
+                return True
+            return hash_stream(stream)["sha256"] != pin.sha256
+    except OSError:
+        return False  # nothing there, or nothing readable: the placement says what is wrong
 
 
 def _drop_stale_links(tmp_fd: int, name: str, cutoff: float) -> None:
