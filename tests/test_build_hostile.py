@@ -363,3 +363,29 @@ def test_a_huge_build_record_counts_as_none(tmp_path):
         f.write('{"schema": 1, "targets": {}, "pad": "')
         f.truncate(64 << 20)
     assert BuildRecord(path).targets == {}
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("{", "it is damaged (not the JSON a build writes)"),
+        ("[]", "it is damaged (not the JSON a build writes)"),
+        ('{"version": 99}', "it is not a version 1 build record"),
+        (None, "is not a directory, so it holds no build outputs"),
+    ],
+    ids=["cut short", "a list", "another version", "dist a file"],
+)
+def test_dist_install_says_a_build_record_it_cannot_use_is_damaged(
+    wheel_and_lib, tmp_path, content, said
+):
+    # It said "no wheels recorded for profile cpu", as if no build had run.
+    dist = wheel_and_lib / "dist"
+    if content is None:
+        shutil.rmtree(dist)
+        dist.write_text("not a folder")
+    else:
+        (dist / "build-record.json").write_text(content)
+    site = tmp_path / "site"
+    error = one_line_error(opforge(wheel_and_lib, "dist", "install", "--target", str(site)))
+    assert said in error and "hint: " in error and "opforge build --profile cpu" in error
+    assert not site.exists()

@@ -52,7 +52,17 @@ def dist_wheels(
     target's, or those of ``targets`` (each must have built a wheel). Each must still be the file
     the build wrote (its sha256 as recorded). With ``none_ok``, a profile that built no wheel
     gives none rather than an error."""
+    if project.dist_dir.exists() and not project.dist_dir.is_dir():
+        raise BuildError(
+            f"{project.dist_dir} is not a directory, so it holds no build outputs",
+            hint=f"move it away and run `opforge build --profile {profile}`",
+        )
     record = BuildRecord(project.build_record)
+    if record.problem is not None:
+        raise BuildError(
+            f"the build record {record.path} cannot be used: {record.problem}",
+            hint=f"run `opforge build --profile {profile}`, which writes it anew",
+        )
     built = {
         name: recorded_wheels(profiles[profile].outputs, record.path)
         for name, profiles in sorted(record.targets.items())

@@ -4,6 +4,7 @@ inputs and of its outputs."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -84,7 +85,11 @@ class BuildRecord:
         self.path = path
         self.root = root or path.parent
         self.targets: dict[str, dict[str, TargetRecord]] = {}
-        if path.is_file():
+        # Why a record that is there could not be used (None: it was, or there is none). A
+        # damaged record only costs a build a rebuild, as it is rewritten whole afterwards;
+        # what installs from it says so.
+        self.problem: str | None = None
+        if os.path.lexists(path):
             self._load()
 
     def _load(self) -> None:
@@ -93,20 +98,16 @@ class BuildRecord:
             data = json.loads(read_text_file(self.path, limit=_RECORD_BYTES))
             schema = data.get("schema")
             if type(schema) is not int or schema != SCHEMA_VERSION:  # `true` equals 1
+                self.problem = f"it is not a version {SCHEMA_VERSION} build record"
                 return
             for name, profiles in data["targets"].items():
                 self.targets[name] = {p: TargetRecord.from_json(rec) for p, rec in profiles.items()}
-        except (
-            OSError,
-            ConfigError,
-            ValueError,
-            KeyError,
-            TypeError,
-            AttributeError,
-            RecursionError,
-        ):
-            # A damaged record only costs a rebuild; it is rewritten whole afterwards.
-            self.targets = {}
+        except ConfigError as exc:
+            self.problem, self.targets = exc.message, {}
+        except OSError as exc:
+            self.problem, self.targets = exc.strerror or str(exc), {}
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            self.problem, self.targets = "it is damaged (not the JSON a build writes)", {}
 
     def get(self, target: str, profile: str) -> TargetRecord | None:
         """The last record for ``target`` built with ``profile``, if any."""
