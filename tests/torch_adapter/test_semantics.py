@@ -986,3 +986,35 @@ def test_training_with_2_byte_statistics_under_torch_func_is_refused_naming_opfo
     with pytest.raises(NotImplementedError, match=r"^opforge\.torch\.batch_norm: training with "):
         run(x)
     assert torch.equal(mean, torch.zeros_like(mean)) and torch.equal(var, torch.ones_like(var))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("number", [7e4, 1e-7, 1e-5, 0.1, 3.0])
+def test_cpu_2_byte_gradients_take_the_number_as_given_as_torch(dtype, number):
+    # torch's CPU forward rounds add's alpha and a number before mul's tensor to the dtype (7e4
+    # is inf in float16), while its backward multiplies by them as given; opforge's backward
+    # took the rounded number (inf, or 19% off at 1e-7).
+    x = torch.tensor([0.1, -0.6, 2.0], dtype=dtype, requires_grad=True)
+    y = torch.tensor([3.0, -5.0, 0.25], dtype=dtype, requires_grad=True)
+    g = torch.tensor([1000.0, 3000.0, -0.5], dtype=dtype)
+    cases = [
+        (lambda a, b: ot.add(a, b, alpha=number), lambda a, b: torch.add(a, b, alpha=number)),
+        (lambda a, b: ot.mul(number, a) + b, lambda a, b: torch.mul(number, a) + b),
+        (
+            lambda a, b: ot.mul(torch.tensor(number), a) + b,
+            lambda a, b: torch.mul(torch.tensor(number), a) + b,
+        ),
+    ]
+    for ours_call, torch_call in cases:
+        try:
+            native = torch_call(x, y)
+        except RuntimeError:  # an alpha past float16's range, refused by both
+            with pytest.raises(RuntimeError, match=r"^opforge"):
+                ours_call(x, y)
+            continue
+        ours = ours_call(x, y)
+        torch.testing.assert_close(ours, native, rtol=0, atol=0, equal_nan=True)
+        ours_grads = torch.autograd.grad(ours, (x, y), g)
+        native_grads = torch.autograd.grad(native, (x, y), g)
+        for a, b in zip(ours_grads, native_grads, strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)

@@ -303,7 +303,7 @@ def _function_class(table: OpTable, op: Op) -> list[str]:
     for rule in filter(None, (backward, jvp)):
         used_scalars |= rule.sources & scalar_names
     for name in sorted(used_scalars):
-        lines.append(f"        ctx.{name} = {name}")
+        lines.append(f"        ctx.{name} = as_given({name})")
     for tangent in tangents if jvp and jvp.linear is None else ():
         base = tangent[len("tangent_") :]
         lines.append(f"        ctx.meta_{base} = ({base}.shape, {base}.dtype, {base}.device)")
@@ -560,6 +560,7 @@ def python_source(table: OpTable) -> str:
         "from opforge.torch import _shapes",
         "from opforge.torch._runtime import (",
         "    argument_error,",
+        "    as_given,",
         "    autograd_kernel,",
         "    bool_argument,",
         "    cast_result,",

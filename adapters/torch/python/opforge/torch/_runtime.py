@@ -680,6 +680,19 @@ def promote(name: str, a, b) -> tuple[torch.Tensor, torch.Tensor, torch.dtype | 
 def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
     """``promote``'s result for operands of result ``dtype`` on ``device``."""
     if (
+        name == "mul"
+        and dtype in _HALF
+        and device.type == "cpu"
+        and isinstance(b, torch.Tensor)
+        and _constant_number(a)
+    ):
+        # A number (or a 0-d CPU tensor that needs no gradient) before the tensor: torch's CPU
+        # kernel rounds it to the dtype (7e4 is inf in float16), its backward multiplies by it
+        # as given. Folded as mul's scale, rounded for the forward (the product is the same
+        # either way round), as given for the backward.
+        number = a.item() if isinstance(a, torch.Tensor) else a
+        return (b if b.dtype == dtype else b.to(dtype)), RoundedNumber(float(number), dtype), None
+    if (
         dtype in _HALF
         and not isinstance(b, torch.Tensor)
         and isinstance(a, torch.Tensor)
@@ -718,6 +731,39 @@ def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
         for v in (a, b)
     )
     return a, b, cast
+
+
+def _constant_number(value) -> bool:
+    """Whether ``value`` is a number in plain eager code: a Python number, or a 0-d CPU tensor
+    that needs no gradient (traced, its value would be baked in)."""
+    if not isinstance(value, torch.Tensor):
+        return not torch.compiler.is_compiling()
+    return (
+        value.dim() == 0
+        and value.device.type == "cpu"
+        and not value.requires_grad
+        and _plain_eager(value)
+    )
+
+
+class RoundedNumber(float):
+    """A number as a float16/bfloat16 kernel on the CPU reads it, rounded to the dtype, that
+    remembers the number it was ``given``: torch's CPU forward rounds it (add's alpha, mul's
+    number before the tensor) while its backward multiplies by the number as given (1e-7 is
+    5.96e-8 in float16, 7e4 is inf)."""
+
+    given: float
+
+    def __new__(cls, given: float, dtype: torch.dtype) -> RoundedNumber:
+        rounded = super().__new__(cls, torch.tensor(given, dtype=dtype).item())
+        rounded.given = given
+        return rounded
+
+
+def as_given(value):
+    """A scalar argument as the backward and forward-mode rules take it: a ``RoundedNumber``
+    as the number it was given, anything else as it is."""
+    return value.given if isinstance(value, RoundedNumber) else value
 
 
 def _numpy_scalar(value) -> bool:
@@ -999,7 +1045,7 @@ def float_alpha(alpha, operand: torch.Tensor, other=None):
         and not (plain and alpha == 1)
         and not _holds(float(alpha), operand.dtype)
     ):
-        alpha = torch.tensor(float(alpha), dtype=operand.dtype).item()
+        alpha = RoundedNumber(float(alpha), operand.dtype)
     elif (
         (plain or _numpy_scalar(alpha))
         and not (plain and alpha == 1)  # add's default: no rounding to do on every call
