@@ -817,3 +817,25 @@ def test_flags_the_host_runner_would_ignore_are_refused(tmp_path, argv, text):
     assert "--runner docker" in result.stderr.splitlines()[1]
     assert not (tmp_path / "dist.txt").exists() and not (tmp_path / "reports").exists()
     assert not (tmp_path / "build").exists()
+
+
+def test_every_command_s_own_help_says_what_it_does():
+    """``opforge ci list --help`` gave usage and options only; the parent's one line now opens
+    each command's own help where it has no description of its own."""
+    import argparse
+
+    from opforge.cli import build_parser
+
+    def commands(parser, path=()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield (*path, name), sub
+                    yield from commands(sub, (*path, name))
+
+    found = list(commands(build_parser()))
+    assert len(found) > 20
+    for path, parser in found:
+        assert parser.description, " ".join(path)
+        shown = " ".join(parser.format_help().split())
+        assert " ".join(parser.description.split()) in shown, " ".join(path)

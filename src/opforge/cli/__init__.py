@@ -22,6 +22,19 @@ from opforge.report import report
 GROUPS = (recipes, pins, build, ci, images, doctor)
 
 
+class _Commands(argparse._SubParsersAction):
+    """Sub-commands whose own ``--help`` opens with the line their parent's list gives them,
+    where they have no description of their own (``opforge ci list --help`` said nothing of
+    what it does)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """argparse's, with ``description`` defaulting to the ``help`` line."""
+        summary = kwargs.get("help")
+        if summary and "description" not in kwargs:
+            kwargs["description"] = summary[:1].upper() + summary[1:] + "."
+        return super().add_parser(name, **kwargs)
+
+
 class Parser(argparse.ArgumentParser):
     """An argument parser whose errors read like opforge's own: one line, then a hint.
 
@@ -31,6 +44,7 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _Commands)
         self._required_commands: list[argparse._SubParsersAction] = []
         # The innermost command parsed sets it last: its help is the one an unknown option
         # after it is hinted at.

@@ -116,7 +116,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "list", help="the CUDA x cuDNN combinations and their flavours"
     ).set_defaults(func=cmd_list)
     actions.add_parser(
-        "lock", help="record the ngc base images' digests where a registry answers"
+        "lock",
+        help="record the ngc base images' digests where a registry answers",
+        description="Ask a container registry, through the Docker engine, for the digest of "
+        "each ngc base image not yet pinned, and record those it gives in "
+        "images/versions.yaml (nothing else in the file changes); then list every base image "
+        "and whether it is pinned. Fails while any is not.",
     ).set_defaults(func=cmd_lock)
     debs = actions.add_parser(
         "lock-debs", help="resolve the deb flavour's Debian packages and write images/debian/*.lock"
