@@ -3,6 +3,7 @@ opforge writes in it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from opforge.errors import ConfigError
@@ -31,8 +32,15 @@ def find_project_root(start: Path) -> Path:
     """Return the nearest directory at or above ``start`` holding checksums.yaml."""
     here = resolved(start, "the directory")
     for candidate in (here, *here.parents):
-        if (candidate / PROJECT_MARKER).is_file():
+        marker = candidate / PROJECT_MARKER
+        if marker.is_file():
             return candidate
+        if os.path.lexists(marker):
+            raise ConfigError(
+                f"{marker} is there but is no file (a directory, or a link that leads nowhere), "
+                "where an opforge project's pins file would be",
+                hint="replace it with the pins file, or give `opforge --project DIR`",
+            )
     raise ConfigError(
         f"no opforge project found at or above {here} (looked for {PROJECT_MARKER})",
         hint="run opforge from inside the project checkout, or give `opforge --project DIR` "

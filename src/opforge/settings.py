@@ -19,6 +19,7 @@ import platformdirs
 
 from opforge.errors import ConfigError
 from opforge.handoff import Handoff
+from opforge.links import follow_links
 from opforge.paths import PROJECT_MARKER, find_project_root, resolved
 from opforge.proxies import PROXY_NAMES, proxy_conflicts, proxy_environment, proxy_spellings
 
@@ -103,7 +104,14 @@ class Settings:
                 f"project directory {self.project_dir} ({self.project_from}) {state}",
                 hint=f"point {self.project_from} at {checkout}",
             )
-        if not (self.project_dir / PROJECT_MARKER).is_file():
+        marker = self.project_dir / PROJECT_MARKER
+        if os.path.lexists(marker) and not marker.is_file():
+            raise ConfigError(
+                f"{marker} ({self.project_from}) is {_not_a_file(marker)}, where the project's "
+                "pins file should be",
+                hint=f"replace it with the pins file, or point {self.project_from} at {checkout}",
+            )
+        if not marker.is_file():
             flag = self.project_from == "--project"
             named = (
                 f"--project {self.project_dir}" if flag else f"OPFORGE_PROJECT={self.project_dir}"
@@ -117,6 +125,15 @@ class Settings:
                 f"{'leave it out' if flag else 'unset it'}",
             )
         return self.project_dir
+
+
+def _not_a_file(path: Path) -> str:
+    """What ``path``, which is there but is no regular file (links followed), is instead."""
+    if path.is_symlink() and follow_links(path) is None:
+        return "a loop of symbolic links"
+    if path.is_symlink() and not path.exists():
+        return "a link to nothing"
+    return "a directory" if path.is_dir() else "not a regular file"
 
 
 def _given(value: str | None) -> str | None:

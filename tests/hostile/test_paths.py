@@ -180,3 +180,21 @@ def test_a_recipe_description_with_control_characters_is_listed_on_one_line(proj
     assert result.returncode == 0, result.stderr
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout
     assert result.stdout.count("\n") == 1 and "\\x1b]0;pwned" in result.stdout
+
+
+@pytest.mark.parametrize("kind", ["directory", "loop"])
+def test_a_pins_file_that_is_no_file_is_named(tmp_path, kind):
+    # It said no project was found, or that the project had no checksums.yaml.
+    root = tmp_path / "p"
+    root.mkdir()
+    marker = root / "checksums.yaml"
+    if kind == "directory":
+        marker.mkdir()
+    else:
+        marker.symlink_to("checksums.yaml")
+    said = "a directory" if kind == "directory" else "a loop of symbolic links"
+
+    flagged = opforge("--project", str(root), "pins", "list", cwd=tmp_path)
+    assert_one_line_error(flagged, f"{marker} (--project) is {said}")
+    searched = opforge("pins", "list", cwd=root)
+    assert_one_line_error(searched, f"{marker} is there but is no file")
