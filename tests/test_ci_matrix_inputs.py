@@ -111,6 +111,10 @@ BASE = 'cuda: {"13.0": ["9.13"]}\nframeworks: [{requirement: "torch==2.13.0"}]\n
             "cuda.11.8: '8.9' is listed twice",
         ),
         (
+            'cuda: {"11.8": [8.9, 9.1, 9.10]}\nframeworks: [{requirement: none}]\n',
+            "cuda.11.8: 9.1 is listed twice (YAML reads unquoted 9.10 as 9.1: quote versions)",
+        ),
+        (
             'cuda: {"13.0": [9.10]}\nframeworks: [{requirement: none}]\n',
             'cuda.13.0[0]: expected a cuDNN version in quotes, e.g. "9.10", got 9.1',
         ),

@@ -839,3 +839,9 @@ def test_every_command_s_own_help_says_what_it_does():
         assert parser.description, " ".join(path)
         shown = " ".join(parser.format_help().split())
         assert " ".join(parser.description.split()) in shown, " ".join(path)
+
+
+def test_pins_list_of_a_file_with_no_pins_says_so(tmp_path):
+    pins = write_pins(tmp_path / "pins.yaml", "pins: {}\n")
+    result = run("pins", "list", "--pins", str(pins), "--cache", str(tmp_path / "c"))
+    assert result.returncode == 0 and result.stdout == f"no pins in {pins}\n", result.stderr

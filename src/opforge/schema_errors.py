@@ -107,7 +107,9 @@ def describe(
     if error.validator == "uniqueItems":
         items = error.instance
         twice = next(v for i, v in enumerate(items) if v in items[:i])
-        return [(key_path(data, where), f"{twice!r} is listed twice")]
+        # YAML reads an unquoted 9.10 as the number 9.1, which then appears twice.
+        quote = " (YAML reads unquoted 9.10 as 9.1: quote versions)" if type(twice) is float else ""
+        return [(key_path(data, where), f"{twice!r} is listed twice{quote}")]
     return [(key_path(data, where), _wrong_value(error, patterns or {}))]
 
 

@@ -53,7 +53,10 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
     """Print each pin with its size, digest and whether it is cached ("damaged": an entry of
     another size or kind, which ``pins verify`` removes and ``pins fetch`` replaces)."""
     cache = ContentCache(settings.cache_dir)
-    for pin in _pins(settings).pins.values():
+    pins = _pins(settings)
+    if not pins.pins:
+        print(f"no pins in {pins.path}")
+    for pin in pins.pins.values():
         state = "cached" if cache.has(pin) else "damaged" if cache.holds_entry(pin) else "-"
         print(
             f"{pin.name:<22} {_human_size(pin.size):>9}  {pin.sha256[:16]}  {state:<7}  {pin.filename}"
