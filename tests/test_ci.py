@@ -376,8 +376,11 @@ def test_an_unknown_or_excluded_ci_cell_is_refused(tmp_path):
         path.write_text(
             body.replace(f"ci_cell: {load_matrix(MATRIX, VERSIONS).ci_cell}", f"ci_cell: {cell}")
         )
-        with pytest.raises(ConfigError, match=re.escape(message)):
+        with pytest.raises(ConfigError, match=re.escape(message)) as info:
             load_matrix(path, VERSIONS)
+        # Named as the file's key, with the cells it may name (`ci list` fails on it too).
+        assert info.value.message.startswith(f"{path}: ci_cell: ")
+        assert info.value.hint.startswith("set ci_cell to one of the cells that run: cuda")
 
 
 def test_a_cell_without_framework_builds_images_without_one(tmp_path):

@@ -211,3 +211,9 @@ def test_framework_versions_have_one_home():
     matrix = yaml.safe_load((REPO / "ci" / "matrix.yaml").read_text())
     frameworks = {f["requirement"]: tuple(f.get("with", ())) for f in matrix["frameworks"]}
     assert frameworks == {"none": (), TORCH: (), MINDSPORE[0]: MINDSPORE[1:]}
+
+
+def test_a_blank_base_image_counts_as_unset(tmp_path):
+    # BASE_IMAGE=" " was a base image named " ", refused even for the ngc flavour that has none.
+    assert resolve_settings({"BASE_IMAGE": " "}, cwd=tmp_path).base_image is None
+    assert resolve_settings({"BASE_IMAGE": "deb:12"}, cwd=tmp_path).base_image == "deb:12"

@@ -36,7 +36,7 @@ ENVIRONMENT: dict[str, str] = {
     "(the devcontainer keeps its own)",
     "OPFORGE_NO_PROGRESS": "set: no download progress bars",
     "CI": "set: no download progress bars (CI logs)",
-    "BASE_IMAGE": "the pip/deb flavours' base image, when `--base-image` is not given",
+    "BASE_IMAGE": "the pip/deb flavours' base image, when `--base-image` is not given (blank: unset)",
     "OPFORGE_EXTRA_CA": "a CA bundle image builds trust, when `--extra-ca` is not given",
     "PIP_CERT": "the same, when `OPFORGE_EXTRA_CA` is not set",
     "PIP_FIND_LINKS": "local wheel folders for image builds, when `--find-links` is not given",
@@ -196,7 +196,7 @@ def resolve_settings(
         or _absolute(environ.get("OPFORGE_BUILD_DIR"), here),
         image=handoff.image if handoff else "host",
         progress=not (environ.get("CI") or environ.get("OPFORGE_NO_PROGRESS")),
-        base_image=base_image or environ.get("BASE_IMAGE") or None,
+        base_image=base_image or _given(environ.get("BASE_IMAGE")),
         extra_ca=_path(
             _given(extra_ca) or _given(environ.get("OPFORGE_EXTRA_CA")) or environ.get("PIP_CERT")
         ),

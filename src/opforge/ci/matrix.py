@@ -165,5 +165,13 @@ def load_matrix(path: Path, versions: Path) -> Matrix:
     runner = tuple(data.get("runner") or DEFAULT_RUNNER)
     matrix = Matrix(path, runner, tuple(cells), data.get("ci_cell"))
     if matrix.ci_cell is not None:
-        matrix.cell(matrix.ci_cell)  # an unknown or excluded ci_cell is an error here
+        try:
+            matrix.cell(matrix.ci_cell)
+        except ConfigError as exc:
+            # Said as the file's own mistake: `ci list` would fail on it too.
+            raise ConfigError(
+                f"{path}: ci_cell: {exc.message}",
+                hint="set ci_cell to one of the cells that run: "
+                + ", ".join(c.id for c in matrix.included),
+            ) from None
     return matrix
