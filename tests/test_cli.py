@@ -845,3 +845,18 @@ def test_pins_list_of_a_file_with_no_pins_says_so(tmp_path):
     pins = write_pins(tmp_path / "pins.yaml", "pins: {}\n")
     result = run("pins", "list", "--pins", str(pins), "--cache", str(tmp_path / "c"))
     assert result.returncode == 0 and result.stdout == f"no pins in {pins}\n", result.stderr
+
+
+def test_a_loop_of_links_given_as_a_folder_is_said_to_be_one(tmp_path, pins_file):
+    """--dest, --cache and OPFORGE_BUILD_DIR given as a loop of links were "not a directory",
+    a permissions problem or "exists and is not a directory"."""
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    fetch = ("pins", "fetch", "--pins", str(pins_file))
+    dest = run(*fetch, "--cache", str(tmp_path / "c"), "--dest", str(loop))
+    assert_user_error(dest, f"--dest {loop}: {loop} is a loop of symbolic links")
+    cache = run(*fetch, "--cache", str(loop))
+    assert_user_error(cache, "Too many levels of symbolic links")
+    assert "hint: a link on the way to the cache loops" in cache.stderr
+    build = run("images", "context", env={"OPFORGE_BUILD_DIR": str(loop)})
+    assert_user_error(build, f"the build directory {loop} is a loop of symbolic links")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from opforge.errors import ConfigError, OpforgeError
+from opforge.links import follow_links
 
 BUILD_DIR_HINT = (
     "set OPFORGE_BUILD_DIR to a directory (build trees and image contexts go there, "
@@ -42,6 +43,11 @@ def make_dirs(
         blocker = _not_a_directory(path)
         if blocker is None:
             raise error(f"cannot create directory {path}: {exc.strerror}", hint=hint) from None
+        if blocker.is_symlink() and follow_links(blocker) is None:
+            raise error(
+                f"cannot create directory {path}: {blocker} is a loop of symbolic links",
+                hint=f"remove or repoint {blocker}, or {hint}" if hint else f"remove {blocker}",
+            ) from None
         what = "it exists" if blocker == path else f"{blocker} exists"
         # A device or a pipe (/dev/null) is no file of the user's to move.
         ordinary = blocker.is_file() or blocker.is_symlink()

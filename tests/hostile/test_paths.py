@@ -198,3 +198,14 @@ def test_a_pins_file_that_is_no_file_is_named(tmp_path, kind):
     assert_one_line_error(flagged, f"{marker} (--project) is {said}")
     searched = opforge("pins", "list", cwd=root)
     assert_one_line_error(searched, f"{marker} is there but is no file")
+
+
+def test_a_folder_to_make_under_a_loop_of_links_is_said_to_be_one(tmp_path):
+    from opforge.dirs import make_dirs
+    from opforge.errors import ConfigError
+
+    loop = tmp_path / "images"
+    loop.symlink_to("images")
+    with pytest.raises(ConfigError, match="is a loop of symbolic links") as info:
+        make_dirs(loop / "pip-devel", hint="set OPFORGE_BUILD_DIR")
+    assert info.value.hint == f"remove or repoint {loop}, or set OPFORGE_BUILD_DIR"

@@ -18,6 +18,7 @@ from opforge.images.spec import (
     FLAVOURS,
     base_image_problem,
 )
+from opforge.links import follow_links
 from opforge.pins.cache import ContentCache
 from opforge.pins.fetch import Fetcher, FetchSettings, progress_enabled
 from opforge.project import Project, open_project
@@ -128,6 +129,11 @@ def refuse_a_file_as_folder(flag: str, folder: Path) -> None:
     for place in (folder, *folder.parents):
         if place.exists() or place.is_symlink():
             if not place.is_dir():
+                if place.is_symlink() and follow_links(place) is None:
+                    raise ConfigError(
+                        f"{flag} {folder}: {place} is a loop of symbolic links",
+                        hint=f"remove or repoint {place}, or give {flag} another folder",
+                    )
                 shown = "" if place == folder else f" ({place} is not)"
                 raise ConfigError(
                     f"{flag} {folder} is not a directory{shown}",

@@ -9,6 +9,7 @@ it is used, and one that fails is removed.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import secrets
@@ -227,7 +228,7 @@ class ContentCache:
         except OSError as exc:
             raise PinError(
                 f"pin {pin.name}: cannot read {path}: {exc.strerror}",
-                hint=f"check its permissions, or {_WRITABLE_HINT}",
+                hint=_unreadable_hint(exc),
             ) from None
         if stat.S_ISDIR(info.st_mode):
             raise PinError(
@@ -243,7 +244,7 @@ class ContentCache:
         except OSError as exc:
             raise PinError(
                 f"pin {pin.name}: cannot read {path}: {exc.strerror}",
-                hint=f"check its permissions, or {_WRITABLE_HINT}",
+                hint=_unreadable_hint(exc),
             ) from None
         with os.fdopen(fd, "rb", buffering=0) as stream:
             info = os.fstat(fd)
@@ -408,6 +409,14 @@ class ContentCache:
                 else "pass --dest a writable directory with room for it",
             ) from None
         return dest
+
+
+def _unreadable_hint(exc: OSError) -> str:
+    """The hint for a cache entry that cannot be read: a loop of links on the way (the cache
+    given as one, say) is no matter of permissions."""
+    if exc.errno == errno.ELOOP:
+        return f"a link on the way to the cache loops: remove or repoint it, or {_WRITABLE_HINT}"
+    return f"check its permissions, or {_WRITABLE_HINT}"
 
 
 def _holds_another_file(dest: Path, pin: Pin) -> bool:
