@@ -143,6 +143,25 @@ def test_check_says_the_workflow_is_missing_or_a_folder(tmp_path):
         ]
 
 
+def test_render_names_a_file_where_the_workflows_folder_goes(tmp_path):
+    # render said "File exists" with a hint to check the folder; --check said the workflow
+    # "cannot be read: Not a directory" and hinted at render, which failed.
+    for name in ("ci", "images"):
+        shutil.copytree(REPO / name, tmp_path / name)
+    shutil.copy(REPO / "checksums.yaml", tmp_path / "checksums.yaml")
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" / "workflows").write_text("not a folder")
+    for argv in (["--check"], []):
+        result = cli(tmp_path, "ci", "render", *argv)
+        assert result.returncode == 1
+        assert result.stderr.splitlines() == [
+            "opforge: error: .github/workflows is a file, where the folder holding "
+            f"{WORKFLOW_PATH} goes",
+            f"  hint: move {tmp_path / '.github' / 'workflows'} away, then run `opforge ci render`",
+        ]
+    assert (tmp_path / ".github" / "workflows").read_text() == "not a folder"
+
+
 def test_workflow_passes_githubs_schema_and_zizmor():
     for tool in ("check-jsonschema", "zizmor"):
         if shutil.which(tool) is None and not (Path(sys.executable).parent / tool).exists():

@@ -130,6 +130,12 @@ def sync_workflow(root: Path, matrix: Matrix, *, check: bool) -> bool:
     # Before reading too: --check must not pass on a file outside the project that a link
     # stands in for.
     require_inside(root, path)
+    for folder in reversed(path.relative_to(root).parents[:-1]):
+        if (root / folder).exists() and not (root / folder).is_dir():
+            raise ConfigError(
+                f"{folder} is a file, where the folder holding {WORKFLOW_PATH} goes",
+                hint=f"move {root / folder} away, then run `opforge ci render`",
+            )
     text = render(matrix)
     state = "is out of date with ci/matrix.yaml"
     try:
