@@ -323,6 +323,10 @@ def test_a_tool_whose_version_query_fails_is_no_tool(tmp_path):
 
     with pytest.raises(ToolMissing, match=r"\$CUDACXX=/bin/false does not run as nvcc"):
         require_tool("nvcc", "to build", "/bin/false")
+    # Nor is a program whose --version succeeds but says nothing of CUDA.
+    sleeper = run("doctor", env={"CUDACXX": "/bin/sleep"})
+    row = next(line for line in sleeper.stdout.splitlines() if line.split()[0] == "nvcc")
+    assert "$CUDACXX='/bin/sleep' does not run as nvcc" in row and "not that tool" in row
 
 
 def test_a_test_command_whose_module_is_missing_is_one_clear_error(tmp_path):

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from opforge.build.toolchain import TOOL_RULE, find_tool
+from opforge.build.toolchain import NOT_THE_TOOL, TOOL_RULE, find_tool
 from opforge.dockerengine import BadDockerHost, engine_version
 from opforge.errors import ToolMissing
 from opforge.proxies import DOWNLOAD_PROXY_NAMES, PROXY_NAMES, proxy_problem
@@ -180,8 +180,8 @@ def _tool(name: str, override: str | None) -> Check:
         return Check(
             name,
             False,
-            f"${variable}={override!r} does not run as {name} (not an executable, or "
-            f"`--version` failed); point {variable} at the {name} to use, or unset it",
+            f"${variable}={override!r} does not run as {name} ({NOT_THE_TOOL}); point "
+            f"{variable} at the {name} to use, or unset it",
         )
     if tool is None:
         return Check(name, False, "not found (looked in: " + TOOL_RULE[name] + ")")

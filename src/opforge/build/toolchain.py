@@ -109,9 +109,14 @@ def find_tool(name: str, override: str | None = None) -> Tool | None:
         return None
     path, origin = located
     output = _version_output(path)
-    if output is None:
+    if output is None or (name == "nvcc" and _NVCC_RELEASE not in output):
+        # Any program whose --version succeeds passed as nvcc (/bin/sleep, "Written by ...").
         return None
     return Tool(name, Path(path), _version_line(name, output), origin)
+
+
+_NVCC_RELEASE = "Cuda compilation tools, release "
+NOT_THE_TOOL = "not an executable, `--version` failed or took over 30 s, or it is not that tool"
 
 
 def _version_output(path: str) -> str | None:
@@ -161,8 +166,7 @@ def require_tool(name: str, why: str, override: str | None = None) -> Tool:
     if override:
         variable = TOOL_VARIABLES[name]
         raise ToolMissing(
-            f"{name}: ${variable}={override} does not run as {name} (not an executable, or "
-            f"`--version` failed; {why})",
+            f"{name}: ${variable}={override} does not run as {name} ({NOT_THE_TOOL}; {why})",
             hint=f"point {variable} at the {name} to use, or unset it",
         )
     where = "on PATH"
