@@ -596,3 +596,70 @@ def test_a_url_with_an_unprinted_character_is_refused(tmp_path, url, code):
     path = write_pins(tmp_path / "p.yaml", f'pins:\n  x:\n    url: "{url}"\n    sha256: {digest}\n')
     with pytest.raises(ConfigError, match=rf"invisible or formatting character \(U\+{code}\)"):
         load_pins(path)
+
+
+@pytest.fixture
+def tls_server(tmp_path):
+    """(url of a file served over HTTPS on loopback, the server's own certificate, another
+    certificate, the number of connections so far), with a certificate made for 127.0.0.1."""
+    import http.server
+    import ssl
+    import threading
+
+    def certificate(name: str) -> tuple:
+        key, cert = tmp_path / f"{name}.key", tmp_path / f"{name}.pem"
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+             "-subj", f"/CN={name}", "-addext", "subjectAltName=IP:127.0.0.1",
+             "-keyout", str(key), "-out", str(cert)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        return key, cert
+
+    key, cert = certificate("served")
+    _, other = certificate("other")
+    connections = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(BODY)))
+            self.end_headers()
+            self.wfile.write(BODY)
+
+        def log_message(self, *args):
+            pass
+
+    class Server(http.server.ThreadingHTTPServer):
+        def get_request(self):
+            connections.append(1)
+            return super().get_request()
+
+    server = Server(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}/blob.bin", cert, other, connections
+    finally:
+        server.shutdown()
+
+
+def test_an_untrusted_certificate_names_the_bundle_and_is_not_retried(tls_server, tmp_path):
+    url, cert, other, connections = tls_server
+    pins = write_pins(
+        tmp_path / "pins.yaml", f"pins:\n  blob:\n    url: {url}\n    sha256: {sha256(BODY)}\n"
+    )
+    fetch = ("pins", "fetch", "--pins", str(pins), "--cache", str(tmp_path / "c"))
+
+    wrong = run_opforge(*fetch, env={"REQUESTS_CA_BUNDLE": str(other)})
+    assert wrong.returncode == 1 and "Traceback" not in wrong.stderr
+    assert (
+        f"the CA bundle {other} (REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE) holds no CA" in wrong.stderr
+    )
+    assert "retrying" not in wrong.stderr and len(connections) == 1
+
+    trusted = run_opforge(*fetch, env={"REQUESTS_CA_BUNDLE": str(cert)})
+    assert trusted.returncode == 0, trusted.stderr
+    assert (tmp_path / "c" / "sha256" / sha256(BODY)[:2] / sha256(BODY)).read_bytes() == BODY

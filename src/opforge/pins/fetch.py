@@ -601,6 +601,9 @@ class Fetcher:
             raise _Permanent("not a valid URL (the pin's, or one it redirected to)") from None
         except requests.exceptions.ConnectionError as exc:
             budget.check()
+            if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+                # No retry makes the server's certificate one the CA bundle vouches for.
+                raise _Permanent(_untrusted(url, self.settings.ca_bundle)) from None
             raise _Transient(
                 _describe_connection_error(url, exc, self.settings.proxy_spellings)
             ) from None
@@ -701,6 +704,20 @@ def _host(url: str) -> str:
 def _closed_early(response: requests.Response, received: int, total: int | None) -> str:
     of = f" of {total}" if total is not None else ""
     return f"{_host(response.url)} closed the connection after {received}{of} bytes"
+
+
+def _untrusted(url: str, ca_bundle: str | None) -> str:
+    """Why a server's certificate was refused: the CA bundle in use, or the system's, does not
+    hold the CA that signed it (a TLS-intercepting network's own, say)."""
+    if ca_bundle:
+        return (
+            f"TLS verification failed for {_host(url)}: the CA bundle {ca_bundle} "
+            "(REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE) holds no CA that signed its certificate"
+        )
+    return (
+        f"TLS verification failed for {_host(url)} (set REQUESTS_CA_BUNDLE to a bundle holding "
+        "your network's CA)"
+    )
 
 
 def _describe_connection_error(url: str, exc: Exception, spellings: Mapping[str, str]) -> str:
