@@ -488,7 +488,16 @@ def test_a_truncated_body_says_how_much_arrived_of_what(file_server, cache):
 
 
 @pytest.mark.parametrize(
-    "value", ["::::", "http://[::1", "http://127.0.0.1:99999", "ftp://x", " ", "alice:pw@h:3128"]
+    "value",
+    [
+        "::::",
+        "http://[::1",
+        "http://127.0.0.1:99999",
+        "ftp://x",
+        " ",
+        "alice:pw@h:3128",
+        f"http://{'a' * 64}.example:1",  # blamed the pin's URL: "not a valid URL"
+    ],
 )
 def test_a_malformed_proxy_is_named_at_once_and_not_retried(file_server, cache, monkeypatch, value):
     said: list[str] = []

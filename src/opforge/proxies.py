@@ -92,6 +92,10 @@ def proxy_problem(value: str) -> str | None:
         return "a SOCKS proxy needs PySocks, which is not installed (pip install 'requests[socks]')"
     if not parsed.host:
         return "no host in it"
+    # The IDNA codec requests' connection uses refuses these, in words blaming the URL fetched.
+    labels = parsed.host.strip("[]").split(".")
+    if not parsed.host.startswith("[") and any(len(label) > 63 for label in labels):
+        return "a part of its host name is over 63 characters, more than DNS allows"
     return None
 
 
