@@ -325,7 +325,7 @@ def offline_pins_fetcher():
 @pytest.mark.slow
 def test_context_pins_every_cuda_wheel_by_hash_and_validates_the_ca(tmp_path, offline_pins_fetcher):
     ca = tmp_path / "ca.pem"
-    ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    ca.write_text(_certificate(tmp_path))
     ctx = _context(tmp_path, offline_pins_fetcher, extra_ca=ca)
     pinned = (ctx.path / "context" / "pinned-devel.txt").read_text().splitlines()
     pins = project().load_pins().pins
@@ -457,17 +457,31 @@ def test_check_pinned_refuses_a_displaced_pin_and_a_second_cudnn(tmp_path):
         assert second.returncode == 1 and "came with the requirements besides" in second.stderr
 
 
-PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+def _certificate(folder: Path) -> str:
+    """A real self-signed certificate, PEM."""
+    key, cert = folder / "ca.key", folder / "ca.crt"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=opforge test CA", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert.read_text()
 
 
 def test_the_extra_ca_must_be_a_small_regular_pem_file(tmp_path):
+    pem = _certificate(tmp_path)
     good = tmp_path / "ca.pem"
-    good.write_text(PEM)
-    assert read_ca_bundle(good) == PEM.encode()
+    good.write_text(pem)
+    assert read_ca_bundle(good) == pem.encode()
+    fake = tmp_path / "fake.pem"
+    fake.write_text("-----BEGIN CERTIFICATE-----\nnotbase64!!\n-----END CERTIFICATE-----\n")
+    # Taken before, it failed the image build later, in update-ca-certificates.
+    with pytest.raises(ConfigError, match=r"fake\.pem holds a certificate OpenSSL cannot load"):
+        read_ca_bundle(fake)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     big = tmp_path / "big.pem"
-    big.write_text(PEM + "x" * MAX_CA_BYTES)
+    big.write_text(pem + "x" * MAX_CA_BYTES)
     for path in (Path("/dev/zero"), fifo, tmp_path):
         with pytest.raises(ConfigError, match=rf"extra CA bundle {path} is not a regular file"):
             read_ca_bundle(path)

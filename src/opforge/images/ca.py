@@ -8,6 +8,7 @@ system carries is about 220 KB, so the limit leaves ample room for a corporate b
 from __future__ import annotations
 
 import os
+import ssl
 import stat
 from pathlib import Path
 
@@ -65,4 +66,21 @@ def read_ca_bundle(path: Path, origin: str = "--extra-ca") -> bytes:
             f"{named} holds no PEM certificate",
             hint=from_variable or "give a PEM bundle, e.g. /etc/ssl/certs/ca-certificates.crt",
         )
+    problem = _unloadable(data)
+    if problem is not None:
+        # Else the image build fails on it much later, inside update-ca-certificates.
+        raise ConfigError(
+            f"{named} holds a certificate OpenSSL cannot load ({problem})",
+            hint=from_variable or "give a PEM bundle, e.g. /etc/ssl/certs/ca-certificates.crt",
+        )
     return data
+
+
+def _unloadable(data: bytes) -> str | None:
+    """Why OpenSSL refuses a certificate of the PEM bundle ``data``, or None."""
+    text = data.decode("ascii", errors="replace")
+    try:
+        ssl.create_default_context(cadata=text).get_ca_certs()
+    except (ssl.SSLError, ValueError) as exc:
+        return str(getattr(exc, "reason", None) or exc).splitlines()[0][:120]
+    return None
