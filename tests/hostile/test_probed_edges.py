@@ -299,4 +299,4 @@ def test_a_deeply_nested_build_record_counts_as_damaged(tmp_path):
     (project / "dist").mkdir()
     (project / "dist" / "build-record.json").write_text("[" * 200_000 + "]" * 200_000)
     result = opforge("--project", str(project), "dist", "install")
-    assert_one_line_error(result, "no wheels recorded")
+    assert_one_line_error(result, "cannot be used: it is damaged (not the JSON a build writes)")
