@@ -64,20 +64,15 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-@pytest.mark.parametrize(
-    "sig",
-    [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT],
-    ids=["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"],
-)
-def test_a_signalled_build_stops_its_tools(tmp_path, sig):
-    # SIGHUP (the terminal closed) and SIGQUIT left cmake, ninja and the compilers running.
-    project = _hanging_project(tmp_path / "project")
+def _build_in_its_step(project: Path) -> tuple[subprocess.Popen, list[int]]:
+    """``opforge build`` of ``project`` started as a shell job (its own group, so the test is not
+    signalled), once its step runs: the process and the tools between opforge and the sleep."""
     build = subprocess.Popen(
         [sys.executable, "-m", "opforge", "--project", str(project), "build", "--quiet"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,  # as a shell job: its own group, so the test is not signalled
+        start_new_session=True,
     )
     pid_file = project / "sleep.pid"
     give_up = time.monotonic() + 120
@@ -87,11 +82,11 @@ def test_a_signalled_build_stops_its_tools(tmp_path, sig):
         time.sleep(0.1)
     tools = _ancestors(int(pid_file.read_text()), stop=build.pid)
     assert len(tools) >= 3, "sleep, the shells and ninja/cmake between it and opforge"
+    return build, tools
 
-    build.send_signal(sig)
-    _, stderr = build.communicate(timeout=30)
 
-    give_up = time.monotonic() + 10
+def _assert_all_gone(tools: list[int], within_s: float) -> None:
+    give_up = time.monotonic() + within_s
     while any(_alive(pid) for pid in tools) and time.monotonic() < give_up:
         time.sleep(0.1)
     try:
@@ -100,37 +95,31 @@ def test_a_signalled_build_stops_its_tools(tmp_path, sig):
         for pid in tools:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    "sig",
+    [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT],
+    ids=["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"],
+)
+def test_a_signalled_build_stops_its_tools(tmp_path, sig):
+    # SIGHUP (the terminal closed) and SIGQUIT left cmake, ninja and the compilers running.
+    build, tools = _build_in_its_step(_hanging_project(tmp_path / "project"))
+
+    build.send_signal(sig)
+    _, stderr = build.communicate(timeout=30)
+
+    _assert_all_gone(tools, within_s=10)
     assert build.returncode == 128 + sig and "opforge: interrupted" in stderr
     assert "Traceback" not in stderr
 
 
 def test_a_build_killed_outright_takes_its_tools_too(tmp_path):
     # kill -9 (or the OOM killer) gives opforge no chance to stop them: its watcher does.
-    project = _hanging_project(tmp_path / "project")
-    build = subprocess.Popen(
-        [sys.executable, "-m", "opforge", "--project", str(project), "build", "--quiet"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    pid_file = project / "sleep.pid"
-    give_up = time.monotonic() + 120
-    while not (pid_file.exists() and pid_file.read_text().strip()):
-        assert build.poll() is None, "the build ended before its step started"
-        assert time.monotonic() < give_up, "the build step never started"
-        time.sleep(0.1)
-    tools = _ancestors(int(pid_file.read_text()), stop=build.pid)
-    assert len(tools) >= 3, "sleep, the shells and ninja/cmake between it and opforge"
+    build, tools = _build_in_its_step(_hanging_project(tmp_path / "project"))
 
     build.kill()
-    assert build.wait(timeout=30) == -signal.SIGKILL
+    build.communicate(timeout=30)
+    assert build.returncode == -signal.SIGKILL
 
-    give_up = time.monotonic() + 20
-    while any(_alive(pid) for pid in tools) and time.monotonic() < give_up:
-        time.sleep(0.1)
-    try:
-        assert [pid for pid in tools if _alive(pid)] == [], "build tools outlived opforge"
-    finally:
-        for pid in tools:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+    _assert_all_gone(tools, within_s=20)
