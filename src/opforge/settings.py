@@ -206,7 +206,7 @@ def resolve_settings(
         if _given(environ.get("OPFORGE_EXTRA_CA"))
         else "PIP_CERT",
         find_links=links,
-        pip_cache_volume=environ.get("OPFORGE_PIP_CACHE_VOLUME") or PIP_CACHE_VOLUME,
+        pip_cache_volume=_given(environ.get("OPFORGE_PIP_CACHE_VOLUME")) or PIP_CACHE_VOLUME,
         proxies=proxy_environment(environ),
         proxy_conflicts=proxy_conflicts(environ),
         proxy_spellings=proxy_spellings(environ),

@@ -209,3 +209,16 @@ def test_a_folder_to_make_under_a_loop_of_links_is_said_to_be_one(tmp_path):
     with pytest.raises(ConfigError, match="is a loop of symbolic links") as info:
         make_dirs(loop / "pip-devel", hint="set OPFORGE_BUILD_DIR")
     assert info.value.hint == f"remove or repoint {loop}, or set OPFORGE_BUILD_DIR"
+
+
+@pytest.mark.parametrize("name", ["/", "/etc", "../x", "a", "-x", "vol name", "x/y"])
+def test_a_pip_cache_volume_that_is_a_path_is_refused(tmp_path, name):
+    # Docker binds a volume "name" with a '/' as a host path: "/" put pip's cache, and the chmod
+    # 1777 that opens a new volume up, on the host's root.
+    from opforge.container.run import ContainerRun
+    from opforge.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="is not a Docker volume name") as info:
+        ContainerRun(object(), "image", tmp_path, tmp_path / "cache", name)
+    assert "OPFORGE_PIP_CACHE_VOLUME" in info.value.message and "unset it" in info.value.hint
+    assert ContainerRun(object(), "image", tmp_path, tmp_path, "opforge-pip-cache.2")

@@ -9,17 +9,20 @@ has the NVIDIA runtime.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opforge.errors import BuildError
+from opforge.errors import BuildError, ConfigError
 from opforge.logtail import LogTail
 from opforge.proxies import uses_loopback
+from opforge.settings import PIP_CACHE_VOLUME
 
 _TAIL_LINES = 30
 PIP_CACHE = "/var/cache/opforge-pip"
+_VOLUME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]+")
 
 
 @dataclass
@@ -38,6 +41,16 @@ class ContainerRun:
     # More folders the command writes to, mounted at their own paths (e.g. a JUnit folder
     # outside the project: written only inside the container, its reports would be lost).
     mounts: tuple[Path, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Docker takes a volume "name" with a '/' in it as a host path to bind: "/" would put
+        # pip's cache, and the chmod that opens a new volume up, on the host's root.
+        if not _VOLUME_NAME.fullmatch(self.pip_cache_volume):
+            raise ConfigError(
+                f"OPFORGE_PIP_CACHE_VOLUME={self.pip_cache_volume!r} is not a Docker volume "
+                "name (letters, digits, '_', '.' and '-', starting with a letter or digit)",
+                hint=f"set it to a volume name, e.g. {PIP_CACHE_VOLUME}, or unset it",
+            )
 
     def gpu_requests(self) -> list:
         """A request for every GPU when the engine has the NVIDIA runtime, else none."""
