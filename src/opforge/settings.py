@@ -41,7 +41,7 @@ ENVIRONMENT: dict[str, str] = {
     "PIP_CERT": "the same, when `OPFORGE_EXTRA_CA` is not set",
     "PIP_FIND_LINKS": "local wheel folders for image builds, when `--find-links` is not given",
     "OPFORGE_PIP_CACHE_VOLUME": "the Docker volume holding pip's cache in containers "
-    f"(default {PIP_CACHE_VOLUME})",
+    f"(default {PIP_CACHE_VOLUME}; a volume name, not a path)",
     **{
         name: "proxy for downloads, image builds and containers (either case)"
         for name in PROXY_NAMES
