@@ -5,6 +5,8 @@ mode, torch.compile and fake tensors, which must not see a kept real tensor."""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -80,6 +82,20 @@ def test_a_constant_first_made_in_inference_mode_serves_a_backward():
     y = ot.mul(x.half(), number)
     (grad,) = torch.autograd.grad(y.float().sum(), x)
     torch.testing.assert_close(grad, torch.full_like(x, number), rtol=1e-3, atol=1e-3)
+
+
+@gpu
+def test_a_constant_is_not_kept_where_synchronising_would_warn_or_raise():
+    # Keeping one synchronises its stream once; torch's sync debug mode forbids that.
+    x = torch.randn(16, device="cuda")
+    number = 0.90625
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        assert torch.equal(ot.mul(x, number), torch.mul(x, number))
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    key = (float, struct.pack("<d", number), torch.float32, x.device)
+    assert key not in _runtime._KEPT
 
 
 @gpu

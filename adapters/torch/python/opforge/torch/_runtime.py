@@ -584,8 +584,13 @@ def _kept_constant(value, dtype: torch.dtype, device) -> torch.Tensor:
     kept = _KEPT.get(key)
     if kept is not None:
         return kept
-    if len(_KEPT) >= _KEPT_AT_MOST or torch.cuda.is_current_stream_capturing():
+    if (
+        len(_KEPT) >= _KEPT_AT_MOST
         # While a CUDA graph is captured the fill would only be recorded, not run.
+        or torch.cuda.is_current_stream_capturing()
+        # The synchronisation below would warn, or raise, where the caller asked torch to.
+        or torch.cuda.get_sync_debug_mode() != 0
+    ):
         return _made_scalar(value, dtype, device)
     with torch.inference_mode(False):  # an inference tensor could not be saved for a backward
         kept = _made_scalar(value, dtype, device)
