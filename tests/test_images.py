@@ -478,6 +478,10 @@ def test_the_extra_ca_must_be_a_small_regular_pem_file(tmp_path):
     # Taken before, it failed the image build later, in update-ca-certificates.
     with pytest.raises(ConfigError, match=r"fake\.pem holds a certificate OpenSSL cannot load"):
         read_ca_bundle(fake)
+    # A BOM and a UTF-8 comment (a CA's name) around real certificates are a bundle as good.
+    exported = tmp_path / "exported.pem"
+    exported.write_bytes("\ufeff# Főtanúsítvány\n".encode() + pem.encode() + pem.encode())
+    assert read_ca_bundle(exported) == exported.read_bytes()
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     big = tmp_path / "big.pem"

@@ -8,6 +8,7 @@ system carries is about 220 KB, so the limit leaves ample room for a corporate b
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import stat
 from pathlib import Path
@@ -76,11 +77,20 @@ def read_ca_bundle(path: Path, origin: str = "--extra-ca") -> bytes:
     return data
 
 
+_PEM_CERTIFICATE = re.compile(
+    rb"-----BEGIN CERTIFICATE-----\r?\n.*?-----END CERTIFICATE-----", re.DOTALL
+)
+
+
 def _unloadable(data: bytes) -> str | None:
-    """Why OpenSSL refuses a certificate of the PEM bundle ``data``, or None."""
-    text = data.decode("ascii", errors="replace")
-    try:
-        ssl.create_default_context(cadata=text).get_ca_certs()
-    except (ssl.SSLError, ValueError) as exc:
-        return str(getattr(exc, "reason", None) or exc).splitlines()[0][:120]
+    """Why OpenSSL refuses a certificate of the PEM bundle ``data``, or None. Only the
+    certificate blocks are given to it: a bundle's comments may be UTF-8 (a CA's name) and its
+    first bytes a BOM, which ``cadata`` does not take."""
+    for block in _PEM_CERTIFICATE.findall(data):
+        try:
+            ssl.create_default_context(cadata=block.decode("ascii"))
+        except UnicodeDecodeError:
+            return "a certificate block holds characters other than base64"
+        except (ssl.SSLError, ValueError, TypeError) as exc:
+            return str(getattr(exc, "reason", None) or exc).splitlines()[0][:120]
     return None
