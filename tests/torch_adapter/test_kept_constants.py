@@ -19,9 +19,10 @@ gpu = pytest.mark.gpu
 @gpu
 def test_a_number_beside_a_cuda_tensor_is_kept_and_reused():
     x = torch.randn(1000, device="cuda")
-    first = _runtime._scalar(0.4375, torch.float32, x.device, x)
-    again = _runtime._scalar(0.4375, torch.float32, x.device, x)
-    assert first.data_ptr() == again.data_ptr() and first.item() == 0.4375
+    # Kept from the second call on: a number that changes every call never syncs a stream.
+    first, second, third = (_runtime._scalar(0.4375, torch.float32, x.device, x) for _ in "abc")
+    assert first.data_ptr() != second.data_ptr() == third.data_ptr()
+    assert first.item() == second.item() == 0.4375
     assert torch.equal(ot.add(x, 0.4375), torch.add(x, 0.4375))
     assert torch.equal(ot.mul(x, 0.4375), torch.mul(x, 0.4375))
 
@@ -42,14 +43,19 @@ def test_signed_zeros_nan_and_numbers_past_the_range_keep_their_own_constants(dt
 def test_a_constant_made_on_a_side_stream_is_filled_for_every_stream():
     x = torch.randn(1 << 20, device="cuda")
     side, other = torch.cuda.Stream(), torch.cuda.Stream()
-    # Keep the side stream busy so that an unordered fill would still be pending.
+    side.wait_stream(torch.cuda.current_stream())
+    other.wait_stream(torch.cuda.current_stream())
+    # Keep the side stream busy so that an unordered fill would still be pending; the second
+    # call there makes the kept constant.
     with torch.cuda.stream(side):
         torch.cuda._sleep(50_000_000)
         first = ot.add(x, 0.71875)
+        kept = ot.add(x, 0.71875)
     with torch.cuda.stream(other):
         second = ot.add(x, 0.71875)
     torch.cuda.synchronize()
-    assert torch.equal(first, x + 0.71875) and torch.equal(second, x + 0.71875)
+    for result in (first, kept, second):
+        assert torch.equal(result, x + 0.71875)
 
 
 @gpu
@@ -77,7 +83,8 @@ def test_a_number_first_seen_while_a_cuda_graph_is_captured():
 def test_a_constant_first_made_in_inference_mode_serves_a_backward():
     number = 0.84375
     with torch.inference_mode():
-        ot.mul(torch.randn(8, device="cuda"), number)
+        for _ in range(2):  # kept on the second call
+            ot.mul(torch.randn(8, device="cuda"), number)
     x = torch.randn(8, device="cuda", requires_grad=True)
     y = ot.mul(x.half(), number)
     (grad,) = torch.autograd.grad(y.float().sum(), x)

@@ -1018,3 +1018,28 @@ def test_cpu_2_byte_gradients_take_the_number_as_given_as_torch(dtype, number):
         native_grads = torch.autograd.grad(native, (x, y), g)
         for a, b in zip(ours_grads, native_grads, strict=True):
             torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+
+
+def test_a_dual_0_d_tensor_before_mul_s_float16_tensor_keeps_its_tangent():
+    # It needs no gradient, so it was read as a number and its tangent dropped.
+    import torch.autograd.forward_ad as fwad
+
+    x = torch.tensor([0.1, -0.6, 2.0], dtype=torch.float16)
+    with fwad.dual_level():
+        ours = fwad.unpack_dual(ot.mul(fwad.make_dual(torch.tensor(2.0), torch.tensor(1.0)), x))
+        native = fwad.unpack_dual(
+            torch.mul(fwad.make_dual(torch.tensor(2.0), torch.tensor(1.0)), x)
+        )
+    torch.testing.assert_close(ours.primal, native.primal, rtol=0, atol=0)
+    torch.testing.assert_close(ours.tangent, native.tangent, rtol=0, atol=0)
+
+
+def test_a_trace_whose_gradient_would_take_a_rounded_number_is_refused():
+    # The trace records the number rounded to float16 (7e4 is inf), and its backward took it.
+    x = torch.tensor([0.1, -0.6], dtype=torch.float16, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"^opforge\.torch\.mul: under torch\.jit\.trace"):
+        torch.jit.trace(lambda t: ot.mul(7e4, t), (x,), check_trace=False)
+    with pytest.raises(RuntimeError, match=r"^opforge\.torch\.add: under torch\.jit\.trace"):
+        torch.jit.trace(lambda t: ot.add(t, t, alpha=1e-7), (x,), check_trace=False)
+    frozen = torch.jit.trace(lambda t: ot.mul(7e4, t), (x.detach(),), check_trace=False)
+    assert torch.equal(frozen(x.detach()), torch.mul(7e4, x.detach()))

@@ -556,11 +556,14 @@ def _made_scalar(value, dtype: torch.dtype, device) -> torch.Tensor:
 
 
 # 0-d CUDA tensors of the numbers operands were given, by (number, dtype, device): making one
-# launches a fill, about 10 us a call on an H100 host (bench/results/torch-overhead-*). They
-# are never freed (a freed block could be handed out again while another stream still reads
-# it) nor written, and at most _KEPT_AT_MOST are kept; past that each call makes its own.
+# launches a fill, about 10 us a call on an H100 host (bench/results/torch-overhead-*). A
+# number is kept from its second call on (keeping synchronises a stream once, which a number
+# that changes every step, a learning rate's warm-up say, must not pay each time). They are
+# never freed (a freed block could be handed out again while another stream still reads it)
+# nor written, and at most _KEPT_AT_MOST are kept; past that each call makes its own.
 _KEPT: dict[tuple, torch.Tensor] = {}
 _KEPT_AT_MOST = 1024
+_SEEN: set[tuple] = set()  # numbers seen once (all forgotten past 4 * _KEPT_AT_MOST of them)
 
 
 def _plain_eager(like: torch.Tensor | None) -> bool:
@@ -591,6 +594,11 @@ def _kept_constant(value, dtype: torch.dtype, device) -> torch.Tensor:
         # The synchronisation below would warn, or raise, where the caller asked torch to.
         or torch.cuda.get_sync_debug_mode() != 0
     ):
+        return _made_scalar(value, dtype, device)
+    if key not in _SEEN:
+        if len(_SEEN) >= 4 * _KEPT_AT_MOST:
+            _SEEN.clear()
+        _SEEN.add(key)
         return _made_scalar(value, dtype, device)
     with torch.inference_mode(False):  # an inference tensor could not be saved for a backward
         kept = _made_scalar(value, dtype, device)
@@ -696,7 +704,8 @@ def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
         # as given. Folded as mul's scale, rounded for the forward (the product is the same
         # either way round), as given for the backward.
         number = a.item() if isinstance(a, torch.Tensor) else a
-        return (b if b.dtype == dtype else b.to(dtype)), RoundedNumber(float(number), dtype), None
+        scale = rounded_on_cpu("mul", float(number), dtype, b)
+        return (b if b.dtype == dtype else b.to(dtype)), scale, None
     if (
         dtype in _HALF
         and not isinstance(b, torch.Tensor)
@@ -747,6 +756,7 @@ def _constant_number(value) -> bool:
         value.dim() == 0
         and value.device.type == "cpu"
         and not value.requires_grad
+        and forward_ad._current_level < 0  # a dual tensor needs no grad but has a tangent
         and _plain_eager(value)
     )
 
@@ -763,6 +773,21 @@ class RoundedNumber(float):
         rounded = super().__new__(cls, torch.tensor(given, dtype=dtype).item())
         rounded.given = given
         return rounded
+
+
+def rounded_on_cpu(function: str, given: float, dtype: torch.dtype, *operands) -> RoundedNumber:
+    """``given`` as a RoundedNumber; refused while ``torch.jit.trace`` records a call whose
+    operands may need a gradient: the trace keeps only the rounded number, which its backward
+    would then take."""
+    if _tracing() is not None and any(
+        isinstance(t, torch.Tensor) and t.requires_grad for t in operands
+    ):
+        raise RuntimeError(
+            f"opforge.torch.{function}: under torch.jit.trace, {given!r} would reach the "
+            f"gradient rounded to {_dtype_word(dtype)} on the CPU, where torch's backward "
+            "takes it as given; trace with operands that need no gradient, or in float32"
+        )
+    return RoundedNumber(given, dtype)
 
 
 def as_given(value):
@@ -1050,7 +1075,7 @@ def float_alpha(alpha, operand: torch.Tensor, other=None):
         and not (plain and alpha == 1)
         and not _holds(float(alpha), operand.dtype)
     ):
-        alpha = RoundedNumber(float(alpha), operand.dtype)
+        alpha = rounded_on_cpu("add", float(alpha), operand.dtype, operand, other)
     elif (
         (plain or _numpy_scalar(alpha))
         and not (plain and alpha == 1)  # add's default: no rounding to do on every call
