@@ -16,12 +16,14 @@ from tests.hostile.conftest import dedent
 pytestmark = pytest.mark.slow
 
 
-def _hanging_project(root: Path) -> Path:
-    """A project whose one target's build step starts a long sleep and records its pid."""
+def _hanging_project(root: Path, *, deaf: bool = False) -> Path:
+    """A project whose one target's build step starts a long sleep and records its pid
+    (``deaf``: the step and its sleep ignore SIGTERM, so only SIGKILL ends them)."""
     (root / "src").mkdir(parents=True)
     (root / "recipes").mkdir()
     (root / "checksums.yaml").write_text("pins: {}\n")
-    (root / "src" / "hang.sh").write_text(f"sleep 300 &\necho $! > {root}/sleep.pid\nwait\n")
+    trap = "trap '' TERM\n" if deaf else ""
+    (root / "src" / "hang.sh").write_text(f"{trap}sleep 300 &\necho $! > {root}/sleep.pid\nwait\n")
     (root / "src" / "CMakeLists.txt").write_text(
         dedent(
             """
@@ -123,3 +125,17 @@ def test_a_build_killed_outright_takes_its_tools_too(tmp_path):
     assert build.returncode == -signal.SIGKILL
 
     _assert_all_gone(tools, within_s=20)
+
+
+def test_a_second_interrupt_does_not_cut_the_stop_short(tmp_path):
+    # A second Ctrl-C during the grace period ended the stop before its SIGKILL, and told the
+    # watcher all was well: a step deaf to SIGTERM kept running.
+    build, tools = _build_in_its_step(_hanging_project(tmp_path / "project", deaf=True))
+
+    build.send_signal(signal.SIGINT)
+    time.sleep(1)
+    build.send_signal(signal.SIGINT)
+    _, stderr = build.communicate(timeout=30)
+
+    _assert_all_gone(tools, within_s=15)
+    assert "opforge: interrupted" in stderr and "Traceback" not in stderr

@@ -35,6 +35,10 @@ def stop_session(session: int, grace_s: float) -> None:
     passes the signal on to them, so the session's members get ``grace_s`` to finish, and
     whatever is left of the session (those groups included) then gets SIGKILL.
     """
+    if session <= 1 or not session_members(session):
+        # killpg(1) would signal every process there is, killpg(0) the caller's own group; and
+        # a session with no members left may have had its id reused.
+        return
     signal_group(session, signal.SIGTERM)
     give_up = time.monotonic() + grace_s
     while session_members(session) and time.monotonic() < give_up:

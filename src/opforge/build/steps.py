@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 from opforge.build.orphan_guard import DONE
-from opforge.build.sessions import stop_session
+from opforge.build.sessions import session_members, stop_session
 from opforge.errors import BuildError
 from opforge.logtail import LogTail
 
@@ -101,6 +101,8 @@ class HostRunner:
                             self.echo(line.rstrip("\n"))
                         code = proc.wait()
                     except BaseException:
+                        # A second Ctrl-C must not cut the stop short, before its SIGKILL.
+                        interrupts.hold()
                         _stop_group(proc)
                         raise
         if code != 0:
@@ -142,6 +144,10 @@ class _Interrupts:
             self._raise(signum)
         self.pending = signum
 
+    def hold(self) -> None:
+        """From now on an interruption is held until the block ends, as before ``arm``."""
+        self.armed = False
+
     def arm(self) -> None:
         """From now on an interruption is raised; one that came meanwhile is raised now."""
         self.armed = True
@@ -168,7 +174,8 @@ def _orphan_guard(session: int) -> Iterator[None]:
     runs without one, as it did before watchers."""
     try:
         guard = subprocess.Popen(
-            [sys.executable, "-m", "opforge.build.orphan_guard", str(session)],
+            # -P: not the working directory's own opforge/, should it hold one.
+            [sys.executable, "-P", "-m", "opforge.build.orphan_guard", str(session)],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -181,11 +188,16 @@ def _orphan_guard(session: int) -> Iterator[None]:
     try:
         yield
     finally:
+        # Told only when nothing of the session is left; else (the stop itself cut short) the
+        # watcher finishes it once its input ends.
+        over = not session_members(session)
         with contextlib.suppress(OSError):
-            guard.stdin.write(DONE)
+            if over:
+                guard.stdin.write(DONE)
         with contextlib.suppress(OSError):
             guard.stdin.close()
-        guard.wait()
+        if over:
+            guard.wait()
 
 
 def _print_to(stream: TextIO) -> Callable[[str], None]:
