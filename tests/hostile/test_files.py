@@ -86,14 +86,26 @@ def test_deeply_nested_yaml_in_a_recipe(project):
     _assert_refused_fast(lambda: _validate(project), str(recipe), "nested deeper than 64 levels")
 
 
-def test_a_number_too_long_for_python_in_a_pins_file(project):
-    # Python refuses to convert an int of more than 4300 digits, inside the YAML loader.
+@pytest.mark.parametrize("number", ["9" * 4301, "0x" + "f" * 5000], ids=["decimal", "hex"])
+def test_a_number_too_long_for_python_in_a_pins_file(project, number):
+    # Python refuses to read an int of more than 4300 digits (inside the YAML loader), and to
+    # print one that long (a hex one loaded, then failed in the pins model): both tracebacks.
     pins = project / "checksums.yaml"
-    pins.write_text(f"pins:\n  x:\n    url: https://e.example/x\n    size: {'9' * 4301}\n")
+    pins.write_text(f"pins:\n  x:\n    url: https://e.example/x\n    size: {number}\n")
 
     _assert_refused_fast(
         lambda: opforge("--project", str(project), "pins", "list"),
-        f"{pins}: a number at line 4 has more than 4300 digits",
+        f"{pins}: not valid YAML at line 4: a number of {len(number)} characters",
+    )
+
+
+def test_a_date_that_does_not_exist_in_a_pins_file(project):
+    pins = project / "checksums.yaml"
+    pins.write_text("pins: {}\nwhen: 2024-02-30\n")
+
+    _assert_refused_fast(
+        lambda: opforge("--project", str(project), "pins", "list"),
+        f"{pins}: not valid YAML: day is out of range for month",
     )
 
 
