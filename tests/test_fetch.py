@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -607,26 +608,25 @@ def test_a_url_with_an_unprinted_character_is_refused(tmp_path, url, code):
         load_pins(path)
 
 
-@pytest.fixture
-def tls_server(tmp_path):
-    """(url of a file served over HTTPS on loopback, the server's own certificate, another
-    certificate, the number of connections so far), with a certificate made for 127.0.0.1."""
+def _certificate(folder, name: str, address: str) -> tuple:
+    """(key, certificate) of a self-signed certificate for ``address``, made by openssl."""
+    key, cert = folder / f"{name}.key", folder / f"{name}.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", f"/CN={name}", "-addext", f"subjectAltName=IP:{address}",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return key, cert
+
+
+@contextlib.contextmanager
+def _https_server(key, cert):
+    """A loopback HTTPS server of BODY at /blob.bin: (its URL, the connections it took)."""
     import http.server
     import ssl
     import threading
 
-    def certificate(name: str) -> tuple:
-        key, cert = tmp_path / f"{name}.key", tmp_path / f"{name}.pem"
-        subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-             "-subj", f"/CN={name}", "-addext", "subjectAltName=IP:127.0.0.1",
-             "-keyout", str(key), "-out", str(cert)],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        return key, cert
-
-    key, cert = certificate("served")
-    _, other = certificate("other")
     connections = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -650,25 +650,44 @@ def tls_server(tmp_path):
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"https://127.0.0.1:{server.server_address[1]}/blob.bin", cert, other, connections
+        yield f"https://127.0.0.1:{server.server_address[1]}/blob.bin", connections
     finally:
         server.shutdown()
 
 
-def test_an_untrusted_certificate_names_the_bundle_and_is_not_retried(tls_server, tmp_path):
-    url, cert, other, connections = tls_server
-    pins = write_pins(
-        tmp_path / "pins.yaml", f"pins:\n  blob:\n    url: {url}\n    sha256: {sha256(BODY)}\n"
-    )
-    fetch = ("pins", "fetch", "--pins", str(pins), "--cache", str(tmp_path / "c"))
+def test_an_untrusted_certificate_names_the_bundle_and_is_not_retried(tmp_path):
+    key, cert = _certificate(tmp_path, "served", "127.0.0.1")
+    _, other = _certificate(tmp_path, "other", "127.0.0.1")
+    with _https_server(key, cert) as (url, connections):
+        pins = write_pins(
+            tmp_path / "pins.yaml", f"pins:\n  blob:\n    url: {url}\n    sha256: {sha256(BODY)}\n"
+        )
+        fetch = ("pins", "fetch", "--pins", str(pins), "--cache", str(tmp_path / "c"))
 
-    wrong = run_opforge(*fetch, env={"REQUESTS_CA_BUNDLE": str(other)})
-    assert wrong.returncode == 1 and "Traceback" not in wrong.stderr
-    assert (
-        f"the CA bundle {other} (REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE) holds no CA" in wrong.stderr
-    )
-    assert "retrying" not in wrong.stderr and len(connections) == 1
+        wrong = run_opforge(*fetch, env={"REQUESTS_CA_BUNDLE": str(other)})
+        assert wrong.returncode == 1 and "Traceback" not in wrong.stderr
+        said = f"the CA bundle {other} (REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE) holds no CA"
+        assert said in wrong.stderr
+        assert "retrying" not in wrong.stderr and len(connections) == 1
 
-    trusted = run_opforge(*fetch, env={"REQUESTS_CA_BUNDLE": str(cert)})
-    assert trusted.returncode == 0, trusted.stderr
-    assert (tmp_path / "c" / "sha256" / sha256(BODY)[:2] / sha256(BODY)).read_bytes() == BODY
+        trusted = run_opforge(*fetch, env={"REQUESTS_CA_BUNDLE": str(cert)})
+        assert trusted.returncode == 0, trusted.stderr
+        cached = tmp_path / "c" / "sha256" / sha256(BODY)[:2] / sha256(BODY)
+        assert cached.read_bytes() == BODY
+
+
+def test_a_certificate_for_another_host_is_said_in_openssl_s_words(tmp_path):
+    # Trusted but made for 127.0.0.2: the CA bundle is not what is wrong.
+    key, cert = _certificate(tmp_path, "elsewhere", "127.0.0.2")
+    with _https_server(key, cert) as (url, _):
+        pins = write_pins(
+            tmp_path / "pins.yaml", f"pins:\n  blob:\n    url: {url}\n    sha256: {sha256(BODY)}\n"
+        )
+        result = run_opforge(
+            "pins", "fetch", "--pins", str(pins), "--cache", str(tmp_path / "c"),
+            env={"REQUESTS_CA_BUNDLE": str(cert)},
+        )  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "TLS verification failed for 127.0.0.1" in result.stderr
+    assert "address mismatch, certificate is not valid for" in result.stderr
+    assert "holds no CA" not in result.stderr

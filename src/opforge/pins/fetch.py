@@ -54,6 +54,11 @@ class _Permanent(Exception):
     """A failure retrying cannot fix at this URL (404 and friends, a body over the size limit)."""
 
 
+class _Untrusted(_Permanent):
+    """The server's certificate was refused: nothing is wrong with what was received before,
+    which stays for a resume once the certificate is trusted."""
+
+
 class _OutOfTime(Exception):
     """The file's time budget is spent; no further attempt or URL is tried."""
 
@@ -459,7 +464,8 @@ class Fetcher:
             except _Transient as exc:
                 failures.append(f"{url}: {exc}")
             except _Permanent as exc:
-                _empty(temp)
+                if not isinstance(exc, _Untrusted):
+                    _empty(temp)
                 failures.append(f"{url}: {exc}")
             except _OutOfTime:
                 raise PinError(
@@ -602,8 +608,8 @@ class Fetcher:
         except requests.exceptions.ConnectionError as exc:
             budget.check()
             if "CERTIFICATE_VERIFY_FAILED" in str(exc):
-                # No retry makes the server's certificate one the CA bundle vouches for.
-                raise _Permanent(_untrusted(url, self.settings.ca_bundle)) from None
+                # No retry makes the server's certificate one to trust.
+                raise _Untrusted(_untrusted(url, str(exc), self.settings.ca_bundle)) from None
             raise _Transient(
                 _describe_connection_error(url, exc, self.settings.proxy_spellings)
             ) from None
@@ -706,18 +712,27 @@ def _closed_early(response: requests.Response, received: int, total: int | None)
     return f"{_host(response.url)} closed the connection after {received}{of} bytes"
 
 
-def _untrusted(url: str, ca_bundle: str | None) -> str:
-    """Why a server's certificate was refused: the CA bundle in use, or the system's, does not
-    hold the CA that signed it (a TLS-intercepting network's own, say)."""
+def _untrusted(url: str, error: str, ca_bundle: str | None) -> str:
+    """Why a server's certificate was refused, in OpenSSL's words (expired, another host's);
+    where no CA vouches for it, the CA bundle in use, or the system's, lacks the one that
+    signed it (a TLS-intercepting network's own, say)."""
+    host = _host(url)
+    reason = error.partition("certificate verify failed: ")[2].partition(" (_ssl")[0].strip()
+    if reason and not any(cause in reason for cause in _NO_ISSUER):
+        return f"TLS verification failed for {host}: {reason}"
     if ca_bundle:
         return (
-            f"TLS verification failed for {_host(url)}: the CA bundle {ca_bundle} "
+            f"TLS verification failed for {host}: the CA bundle {ca_bundle} "
             "(REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE) holds no CA that signed its certificate"
         )
     return (
-        f"TLS verification failed for {_host(url)} (set REQUESTS_CA_BUNDLE to a bundle holding "
+        f"TLS verification failed for {host} (set REQUESTS_CA_BUNDLE to a bundle holding "
         "your network's CA)"
     )
+
+
+# OpenSSL's reasons for a certificate no trusted CA signed.
+_NO_ISSUER = ("unable to get local issuer", "self-signed", "self signed")
 
 
 def _describe_connection_error(url: str, exc: Exception, spellings: Mapping[str, str]) -> str:
