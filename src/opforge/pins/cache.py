@@ -420,20 +420,24 @@ def _unreadable_hint(exc: OSError) -> str:
 
 
 def _holds_another_file(dest: Path, pin: Pin) -> bool:
-    """Whether ``dest`` is a file (or a link to one) whose content is not ``pin``'s: placing the
-    pin there would lose it. An earlier placement of the same file is replaced."""
+    """Whether ``dest`` is a file (or a link to one) whose content is not ``pin``'s, or might not
+    be: placing the pin there would lose it. An earlier placement of the same file is
+    replaced."""
     try:
         # O_NONBLOCK: a pipe of that name cannot hang the open.
         fd = os.open(dest, os.O_RDONLY | os.O_NONBLOCK)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            return False  # a folder or a device: the placement itself says what is wrong
         with os.fdopen(fd, "rb", buffering=0) as stream:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                return False  # a folder or a device: the placement itself says what is wrong
             if pin.size is not None and info.st_size != pin.size:
                 return True
             return hash_stream(stream)["sha256"] != pin.sha256
-    except OSError:
-        return False  # nothing there, or nothing readable: the placement says what is wrong
+    except OSError as exc:
+        # Nothing there (or a loop of links, which the placement replaces): nothing to lose.
+        # A file that cannot be read may be anything, and is kept.
+        return exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)
 
 
 def _drop_stale_links(tmp_fd: int, name: str, cutoff: float) -> None:
