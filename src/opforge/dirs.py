@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from opforge.errors import ConfigError, OpforgeError
-from opforge.links import follow_links
+from opforge.links import loops
 
 BUILD_DIR_HINT = (
     "set OPFORGE_BUILD_DIR to a directory (build trees and image contexts go there, "
@@ -18,7 +18,7 @@ BUILD_DIR_HINT = (
 )
 
 
-def _not_a_directory(path: Path) -> Path | None:
+def not_a_directory(path: Path) -> Path | None:
     """The nearest of ``path`` and its parents that exists and is not a directory, if any."""
     for candidate in (path, *path.parents):
         try:
@@ -40,10 +40,10 @@ def make_dirs(
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        blocker = _not_a_directory(path)
+        blocker = not_a_directory(path)
         if blocker is None:
             raise error(f"cannot create directory {path}: {exc.strerror}", hint=hint) from None
-        if blocker.is_symlink() and follow_links(blocker) is None:
+        if loops(blocker):
             raise error(
                 f"cannot create directory {path}: {blocker} is a loop of symbolic links",
                 hint=f"remove or repoint {blocker}, or {hint}" if hint else f"remove {blocker}",

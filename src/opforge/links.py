@@ -22,3 +22,8 @@ def follow_links(path: Path) -> Path | None:
         return path.resolve(strict=False)
     except (RuntimeError, OSError):  # a loop further on, before Python 3.13
         return None
+
+
+def loops(path: Path) -> bool:
+    """Whether ``path`` is a link whose links, followed, loop."""
+    return path.is_symlink() and follow_links(path) is None

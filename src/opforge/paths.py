@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from opforge.errors import ConfigError
-from opforge.links import follow_links
+from opforge.links import follow_links, loops
 
 PROJECT_MARKER = "checksums.yaml"
 # The folders opforge writes in a project: build trees and logs (unless OPFORGE_BUILD_DIR moves
@@ -28,6 +28,15 @@ def resolved(path: Path, what: str) -> Path:
     return real
 
 
+def not_a_file(path: Path) -> str:
+    """What ``path``, which is there but is no regular file (links followed), is instead."""
+    if loops(path):
+        return "a loop of symbolic links"
+    if path.is_symlink() and not path.exists():
+        return "a link to nothing"
+    return "a directory" if path.is_dir() else "not a regular file"
+
+
 def find_project_root(start: Path) -> Path:
     """Return the nearest directory at or above ``start`` holding checksums.yaml."""
     here = resolved(start, "the directory")
@@ -37,8 +46,7 @@ def find_project_root(start: Path) -> Path:
             return candidate
         if os.path.lexists(marker):
             raise ConfigError(
-                f"{marker} is there but is no file (a directory, or a link that leads nowhere), "
-                "where an opforge project's pins file would be",
+                f"{marker} is {not_a_file(marker)}, where an opforge project's pins file would be",
                 hint="replace it with the pins file, or give `opforge --project DIR`",
             )
     raise ConfigError(

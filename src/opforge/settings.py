@@ -19,8 +19,7 @@ import platformdirs
 
 from opforge.errors import ConfigError
 from opforge.handoff import Handoff
-from opforge.links import follow_links
-from opforge.paths import PROJECT_MARKER, find_project_root, resolved
+from opforge.paths import PROJECT_MARKER, find_project_root, not_a_file, resolved
 from opforge.proxies import PROXY_NAMES, proxy_conflicts, proxy_environment, proxy_spellings
 
 # Tools a variable may name instead of the search (``opforge.build.toolchain``).
@@ -107,7 +106,7 @@ class Settings:
         marker = self.project_dir / PROJECT_MARKER
         if os.path.lexists(marker) and not marker.is_file():
             raise ConfigError(
-                f"{marker} ({self.project_from}) is {_not_a_file(marker)}, where the project's "
+                f"{marker} ({self.project_from}) is {not_a_file(marker)}, where the project's "
                 "pins file should be",
                 hint=f"replace it with the pins file, or point {self.project_from} at {checkout}",
             )
@@ -125,15 +124,6 @@ class Settings:
                 f"{'leave it out' if flag else 'unset it'}",
             )
         return self.project_dir
-
-
-def _not_a_file(path: Path) -> str:
-    """What ``path``, which is there but is no regular file (links followed), is instead."""
-    if path.is_symlink() and follow_links(path) is None:
-        return "a loop of symbolic links"
-    if path.is_symlink() and not path.exists():
-        return "a link to nothing"
-    return "a directory" if path.is_dir() else "not a regular file"
 
 
 def _given(value: str | None) -> str | None:

@@ -197,7 +197,7 @@ def test_a_pins_file_that_is_no_file_is_named(tmp_path, kind):
     flagged = opforge("--project", str(root), "pins", "list", cwd=tmp_path)
     assert_one_line_error(flagged, f"{marker} (--project) is {said}")
     searched = opforge("pins", "list", cwd=root)
-    assert_one_line_error(searched, f"{marker} is there but is no file")
+    assert_one_line_error(searched, f"{marker} is {said}, where an opforge project")
 
 
 def test_a_folder_to_make_under_a_loop_of_links_is_said_to_be_one(tmp_path):

@@ -8,6 +8,7 @@ import yaml
 
 from opforge.atomic import require_inside, write_text
 from opforge.ci.matrix import Matrix
+from opforge.dirs import not_a_directory
 from opforge.errors import ConfigError
 from opforge.yamlfile import read_text_file
 
@@ -130,12 +131,12 @@ def sync_workflow(root: Path, matrix: Matrix, *, check: bool) -> bool:
     # Before reading too: --check must not pass on a file outside the project that a link
     # stands in for.
     require_inside(root, path)
-    for folder in reversed(path.relative_to(root).parents[:-1]):
-        if (root / folder).exists() and not (root / folder).is_dir():
-            raise ConfigError(
-                f"{folder} is a file, where the folder holding {WORKFLOW_PATH} goes",
-                hint=f"move {root / folder} away, then run `opforge ci render`",
-            )
+    blocker = not_a_directory(path.parent)
+    if blocker is not None:
+        raise ConfigError(
+            f"{blocker.relative_to(root)} is a file, where the folder holding {WORKFLOW_PATH} goes",
+            hint=f"move {blocker} away, then run `opforge ci render`",
+        )
     text = render(matrix)
     state = "is out of date with ci/matrix.yaml"
     try:

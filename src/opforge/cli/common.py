@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from opforge.dirs import not_a_directory
 from opforge.errors import ConfigError, OpforgeError
 from opforge.handoff import Handoff
 from opforge.images.service import ImageOptions, image_options
@@ -18,7 +19,7 @@ from opforge.images.spec import (
     FLAVOURS,
     base_image_problem,
 )
-from opforge.links import follow_links
+from opforge.links import loops
 from opforge.pins.cache import ContentCache
 from opforge.pins.fetch import Fetcher, FetchSettings, progress_enabled
 from opforge.project import Project, open_project
@@ -126,20 +127,19 @@ def base_image_text(text: str) -> str:
 def refuse_a_file_as_folder(flag: str, folder: Path) -> None:
     """``ConfigError`` before any work when ``folder``, given with ``flag`` (created when
     missing), or a folder above it exists and is no folder."""
-    for place in (folder, *folder.parents):
-        if place.exists() or place.is_symlink():
-            if not place.is_dir():
-                if place.is_symlink() and follow_links(place) is None:
-                    raise ConfigError(
-                        f"{flag} {folder}: {place} is a loop of symbolic links",
-                        hint=f"remove or repoint {place}, or give {flag} another folder",
-                    )
-                shown = "" if place == folder else f" ({place} is not)"
-                raise ConfigError(
-                    f"{flag} {folder} is not a directory{shown}",
-                    hint=f"give a folder to {flag} (created when missing)",
-                )
-            return
+    place = not_a_directory(folder)
+    if place is None:
+        return
+    if loops(place):
+        raise ConfigError(
+            f"{flag} {folder}: {place} is a loop of symbolic links",
+            hint=f"remove or repoint {place}, or give {flag} another folder",
+        )
+    shown = "" if place == folder else f" ({place} is not)"
+    raise ConfigError(
+        f"{flag} {folder} is not a directory{shown}",
+        hint=f"give a folder to {flag} (created when missing)",
+    )
 
 
 def positive(kind: type, most: float | None = None) -> Callable[[str], float | int]:

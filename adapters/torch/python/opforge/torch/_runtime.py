@@ -110,9 +110,7 @@ def kernel_keys(*tensors: torch.Tensor | None) -> torch._C.DispatchKeySet | None
     the dispatcher. torch.compile first: Dynamo folds it to True and must not trace the other
     checks.
     """
-    if _compiling() or _dispatch_modes() or _function_modes() or _functorch_active():
-        return None
-    if forward_ad._current_level >= 0 or _tracing() is not None:
+    if _recorded_or_transformed() or forward_ad._current_level >= 0:
         return None
     grad = _grad_enabled()
     for t in tensors:
@@ -134,6 +132,19 @@ def kernel_keys(*tensors: torch.Tensor | None) -> torch._C.DispatchKeySet | None
     if first.is_cuda:
         return _CUDA
     return _CPU if first.is_cpu else None
+
+
+def _recorded_or_transformed() -> bool:
+    """Whether something records or transforms the call: torch.compile (first: Dynamo folds it
+    to True and must not trace the other checks), a dispatch or torch-function mode (fake
+    tensors, profiling), a ``torch.func`` transform, ``torch.jit.trace``."""
+    return (
+        _compiling()
+        or _dispatch_modes()
+        or _function_modes()
+        or _functorch_active()
+        or _tracing() is not None
+    )
 
 
 def direct_kernel(op: torch._ops.OpOverload):
@@ -570,14 +581,7 @@ def _plain_eager(like: torch.Tensor | None) -> bool:
     """Whether a kept constant may stand beside ``like``: nothing records or transforms the call
     (torch.compile, jit.trace, a dispatch or torch-function mode such as fake tensors, a
     torch.func transform), and ``like`` is a plain tensor or absent."""
-    return not (
-        _compiling()
-        or _dispatch_modes()
-        or _function_modes()
-        or _functorch_active()
-        or _tracing() is not None
-        or (like is not None and type(like) is not _Tensor)
-    )
+    return not _recorded_or_transformed() and (like is None or type(like) is _Tensor)
 
 
 def _kept_constant(value, dtype: torch.dtype, device) -> torch.Tensor:
@@ -751,7 +755,7 @@ def _constant_number(value) -> bool:
     """Whether ``value`` is a number in plain eager code: a Python number, or a 0-d CPU tensor
     that needs no gradient (traced, its value would be baked in)."""
     if not isinstance(value, torch.Tensor):
-        return not torch.compiler.is_compiling()
+        return not _compiling()
     return (
         value.dim() == 0
         and value.device.type == "cpu"
