@@ -1,11 +1,12 @@
 """A/B of kernel-library builds on one GPU: bench/gpu_new_ops.py's cases (and bench/gpu.py's
-argmax cases, group `argmax`, and softmax-over-columns cases, group `columns`) for each library
+argmax cases, group `argmax`, softmax-over-columns cases, group `columns`, and batch_norm
+cases, group `batch_norm`) for each library
 in turn, alternating over several rounds in one process, so two builds are compared on the same
 card, the same clocks and the same data sizes (between separate runs a row moves by up to 5%).
 
 Run on a CUDA machine with two or more builds of libopforge_kernels.so:
     python bench/ab_libraries.py --library base=PATH --library new=PATH [--rounds 3]
-        [--only norm|gelu|binary|argmax|columns ...] [--out DIR]
+        [--only norm|gelu|binary|argmax|columns|batch_norm ...] [--out DIR]
 Each round times every library (the order rotating from round to round), each case checked
 against torch's output as gpu_new_ops does; the table gives, per case and library, the median
 time over the rounds, its spread (min-max) and % of the device-to-device copy rate. Writes a new
@@ -29,7 +30,7 @@ from results_file import save
 from opforge.kernels.abi import KernelLibrary
 
 REPO = Path(__file__).resolve().parent.parent
-GROUPS = (*gpu_new_ops.GROUPS, "argmax", "columns")
+GROUPS = (*gpu_new_ops.GROUPS, "argmax", "columns", "batch_norm")
 
 
 def named_library(text: str) -> tuple[str, Path]:
@@ -47,11 +48,17 @@ def within_tolerance(row: dict) -> bool:
 
 
 def _gpu_rows(lib: KernelLibrary, group: str) -> list[dict]:
-    """bench/gpu.py's argmax cases (``group`` "argmax") or softmax-over-columns cases
-    ("columns"), as rows like gpu_new_ops' (``correct``: within tolerance, every index torch's)."""
+    """bench/gpu.py's argmax cases (``group`` "argmax"), softmax-over-columns cases ("columns")
+    or batch_norm cases ("batch_norm"), as rows like gpu_new_ops' (``correct``: within
+    tolerance, every index torch's)."""
     bench = gpu.Bench(lib, gpu.copy_bandwidth(1 << 28))
     if group == "argmax":
         gpu.time_argmax(bench, gpu.ARGMAX_ISSUE_CASES + gpu.ARGMAX_GOOD_CASES)
+    elif group == "batch_norm":
+        gpu.time_batch_norm(
+            bench,
+            gpu.BATCH_NORM_ISSUE_CASES + gpu.BATCH_NORM_GOOD_CASES + gpu.BATCH_NORM_MORE_CASES,
+        )
     else:
         gpu.time_softmax_columns(
             bench, gpu.SOFTMAX_COLUMN_ISSUE_CASES + gpu.SOFTMAX_COLUMN_MORE_CASES
@@ -78,7 +85,7 @@ def run_groups(lib: KernelLibrary, groups: tuple[str, ...]) -> list[dict]:
             {**r, "correct": within_tolerance(r)}
             for r in gpu_new_ops.run(lib, False, new_ops)["rows"]
         ]
-    for group in ("argmax", "columns"):
+    for group in ("argmax", "columns", "batch_norm"):
         if group in groups:
             rows += _gpu_rows(lib, group)
     return rows
@@ -144,7 +151,8 @@ def main() -> int:
         nargs="+",
         choices=GROUPS,
         default=["norm"],
-        help="groups of cases to time: gpu_new_ops' groups, argmax or columns (default: norm)",
+        help="groups of cases to time: gpu_new_ops' groups, argmax, columns or batch_norm "
+        "(default: norm)",
     )
     parser.add_argument("--out", default=str(REPO / "bench" / "results"))
     args = parser.parse_args()

@@ -350,6 +350,35 @@ SOFTMAX_COLUMN_MORE_CASES = (
 )
 
 
+# The batch_norm cases, (label, shape, dtype): issue 15's, then those that were already good.
+BATCH_NORM_ISSUE_CASES = (
+    ("batch_norm 2-D", (4096, 16384), "float32"),
+    ("batch_norm NxCxL", (4096, 512, 16), "float32"),
+)
+BATCH_NORM_GOOD_CASES = (
+    ("batch_norm 4-D", (32, 256, 56, 56), "float32"),
+    ("batch_norm 4-D", (32, 256, 56, 56), "bfloat16"),
+)
+# More shapes users run (ResNet-50's at batch 32 to 256), for A/B runs of the batch_norm paths:
+# channels of 25 KB to 3.2 MB, spatial sizes the pack does not divide (7x7), samples larger
+# than a block's shared memory (256x256).
+BATCH_NORM_MORE_CASES = (
+    ("batch_norm ResNet stem", (32, 64, 112, 112), "float32"),
+    ("batch_norm ResNet stage 2", (64, 128, 28, 28), "float32"),
+    ("batch_norm ResNet stage 3", (32, 1024, 14, 14), "float32"),
+    ("batch_norm ResNet stage 4", (128, 512, 7, 7), "float32"),
+    ("batch_norm batch 256", (256, 64, 56, 56), "float32"),
+    ("batch_norm large samples", (8, 32, 256, 256), "float32"),
+    ("batch_norm NxCxL", (4096, 512, 16), "bfloat16"),
+)
+
+
+def time_batch_norm(bench: Bench, cases: tuple, q: int = 1) -> None:
+    """bench.batch_norm over ``cases`` (label, shape, dtype), the batch divided by ``q``."""
+    for label, shape, dtype in cases:
+        bench.batch_norm(label, (shape[0] // q, *shape[1:]), dtype)
+
+
 def time_softmax_columns(bench: Bench, cases: tuple, q: int = 1) -> None:
     """Time ``cases`` (as SOFTMAX_COLUMN_ISSUE_CASES), the view's first dimension divided by
     ``q``."""
@@ -392,8 +421,7 @@ def run(lib: KernelLibrary, quick: bool) -> dict:
     del padded
     time_softmax_columns(bench, SOFTMAX_COLUMN_ISSUE_CASES, q)
     time_argmax(bench, ARGMAX_ISSUE_CASES, q)
-    bench.batch_norm("batch_norm 2-D", (4096 // q, 16384), "float32")
-    bench.batch_norm("batch_norm NxCxL", (4096 // q, 512, 16), "float32")
+    time_batch_norm(bench, BATCH_NORM_ISSUE_CASES, q)
     print("cases that were already good:")
     bench.add((1 << 28) // q, "float32")
     bench.add((1 << 28) // q, "bfloat16")
@@ -401,7 +429,7 @@ def run(lib: KernelLibrary, quick: bool) -> dict:
     bench.softmax("softmax dim -1", randn(8192 // q, 8192, dtype=torch.bfloat16), -1)
     bench.softmax("softmax dim -1 backward", randn(8192 // q, 8192), -1, backward=True)
     time_argmax(bench, ARGMAX_GOOD_CASES, q)
-    bench.batch_norm("batch_norm 4-D", (32 // q, 256, 56, 56), "float32")
+    time_batch_norm(bench, BATCH_NORM_GOOD_CASES, q)
     props = torch.cuda.get_device_properties(0)
     return {
         "device": props.name,

@@ -5,7 +5,8 @@ These cases reach each one (sizes for an H100: 227 KB of shared memory per block
 softmax rows in registers, in shared memory (one block, a cluster of blocks) and two-pass;
 column tiles (one block, a cluster), tall columns (three passes) and short columns; argmax split
 rows and column chunks; batch_norm native (2-D tiles in one block or a cluster, three passes,
-small spatial, strided; inference per channel with spatial dims) and cuDNN (4-D training); and
+small spatial, strided; 4-D channel planes in one block or a cluster; inference per channel
+with spatial dims) and cuDNN (4-D training of samples too large for shared memory); and
 layouts read in place (transposed, permuted, row-strided, broadcast) or through contiguous
 copies (negative strides, mixed layouts). Contiguous cases run the conformance runner (float64
 numpy reference, edge values); strided ones compare with torch in float64.
@@ -202,9 +203,47 @@ CONFORMANCE = [
         "batch_norm", (300, 7), "float32", values="noaffine", training=True, momentum=0.1, eps=1e-5
     ),
     case("batch_norm_backward", (300, 7), "bfloat16", values="noaffine", training=True),
-    # batch_norm training through cuDNN (spatial size above the native limit)
-    case("batch_norm", (8, 12, 10, 10), "float32", training=True, momentum=0.1, eps=1e-5),
-    case("batch_norm_backward", (8, 12, 10, 10), "float32", training=True),
+    # batch_norm training with spatial dims, each channel's batch whole in shared memory: one
+    # block a channel (S = 100), a cluster (float32: 392 KB over 7 blocks; bfloat16 over 4),
+    # single elements where the pack does not divide S (S = 49; float16 S = 81), offset values,
+    # no affine
+    *[
+        case(op, shape, d, **scalars)
+        for op, scalars in (
+            ("batch_norm", {"training": True, "momentum": 0.1, "eps": 1e-5}),
+            ("batch_norm_backward", {"training": True}),
+        )
+        for shape, d in (
+            ((8, 12, 10, 10), "float32"),
+            ((32, 3, 56, 56), "float32"),
+            ((32, 3, 56, 56), "bfloat16"),
+            ((600, 3, 7, 7), "float32"),
+            ((90, 5, 9, 9), "float16"),
+        )
+    ],
+    case(
+        "batch_norm",
+        (32, 2, 56, 56),
+        "float32",
+        values="offset",
+        training=True,
+        momentum=0.1,
+        eps=1e-5,
+    ),
+    case("batch_norm_backward", (32, 2, 56, 56), "float32", values="offset", training=True),
+    case(
+        "batch_norm",
+        (16, 3, 40, 40),
+        "bfloat16",
+        values="noaffine",
+        training=True,
+        momentum=0.1,
+        eps=1e-5,
+    ),
+    case("batch_norm_backward", (16, 3, 40, 40), "float32", values="noaffine", training=True),
+    # batch_norm training through cuDNN: samples of 256 KB, more than a block's shared memory
+    case("batch_norm", (4, 2, 256, 256), "float32", training=True, momentum=0.1, eps=1e-5),
+    case("batch_norm_backward", (4, 2, 256, 256), "float32", training=True),
     # batch_norm inference with spatial dims, native: per-channel coefficients over packs (S a
     # multiple of the pack), over single elements (S = 81), per column (S = 36, bfloat16 packs of
     # 8); more rows than a grid's y dimension
@@ -526,7 +565,15 @@ def strided_vector(torch, values):
 
 @pytest.mark.parametrize(
     "layout",
-    ["row-slice", "row-slice-4d", "transposed", "permuted-3d", "strided-params", "tiny-eps-4d"],
+    [
+        "row-slice",
+        "row-slice-4d",
+        "row-slice-4d-cluster",
+        "transposed",
+        "permuted-3d",
+        "strided-params",
+        "tiny-eps-4d",
+    ],
 )
 def test_batch_norm_view(gpu_library, memory, torch, layout):
     gen = seeded(torch, f"batch-norm-{layout}")
@@ -539,6 +586,8 @@ def test_batch_norm_view(gpu_library, memory, torch, layout):
         x = randn(256, 100)[:, 10:74]
     elif layout == "row-slice-4d":
         x = randn(6, 10, 8, 8)[:, 2:8]  # rows of 6 whole channel planes, 10 apart
+    elif layout == "row-slice-4d-cluster":
+        x = randn(32, 5, 56, 56)[:, 1:4]  # channels of 392 KB, over clusters
     elif layout == "transposed":
         x = randn(48, 256).t()
     elif layout == "permuted-3d":

@@ -1,6 +1,7 @@
-// batch_norm on CUDA: cuDNN trains on large spatial sizes (4-D images), where it measured
-// fastest; the native kernels (batch_norm_native.cu) take inference, 2-D, small spatial sizes,
-// strided tensors, eps below cuDNN's minimum (CUDNN_BN_MIN_EPSILON), and builds without cuDNN.
+// batch_norm on CUDA: training on large spatial sizes (4-D images) takes the native single-read
+// tiles where each channel's batch fits a cluster's shared memory, else cuDNN; the native kernels
+// (batch_norm_native.cu) take inference, 2-D, small spatial sizes, strided tensors, eps below
+// cuDNN's minimum (CUDNN_BN_MIN_EPSILON), and builds without cuDNN.
 //
 // cuDNN's batch norm takes 4-D NCHW tensors only: N×C×L is viewed as N×C×L×1 (spatial mode).
 #include "backends.hpp"
@@ -182,10 +183,15 @@ opforge_status cudnn_backward(const BatchNorm& bn, void* stream) {
 #endif  // OPFORGE_HAVE_CUDNN
 
 opforge_status batch_norm_forward_training(const BatchNorm& bn, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
 #ifdef OPFORGE_HAVE_CUDNN
-  if (cudnn_suits(bn)) return cudnn_forward_training(bn, stream);
+  if (cudnn_suits(bn)) {
+    bool ran = false;
+    const opforge_status st = resident_batch_norm_forward_training(bn, s, &ran);
+    return st != OPFORGE_OK || ran ? st : cudnn_forward_training(bn, stream);
+  }
 #endif
-  return native_batch_norm_forward_training(bn, static_cast<cudaStream_t>(stream));
+  return native_batch_norm_forward_training(bn, s);
 }
 
 // Always native: an elementwise pass with per-channel coefficients ran at 85% of the copy rate
@@ -195,10 +201,15 @@ opforge_status batch_norm_forward_inference(const BatchNorm& bn, void* stream) {
 }
 
 opforge_status batch_norm_backward(const BatchNorm& bn, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
 #ifdef OPFORGE_HAVE_CUDNN
-  if (cudnn_suits(bn)) return cudnn_backward(bn, stream);
+  if (cudnn_suits(bn)) {
+    bool ran = false;
+    const opforge_status st = resident_batch_norm_backward(bn, s, &ran);
+    return st != OPFORGE_OK || ran ? st : cudnn_backward(bn, stream);
+  }
 #endif
-  return native_batch_norm_backward(bn, static_cast<cudaStream_t>(stream));
+  return native_batch_norm_backward(bn, s);
 }
 
 }  // namespace opforge::cuda

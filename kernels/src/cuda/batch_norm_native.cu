@@ -2,8 +2,13 @@
 //
 // x (N x C x S) is viewed as N rows of J = C * S columns, column j belonging to channel j / S;
 // that needs each tensor's (C, S) plane to be one run of stride 1 (row-major, or a row-strided
-// slice of it), anything else goes through contiguous copies. Each pass is a column pass
-// (columns.cuh):
+// slice of it), anything else goes through contiguous copies.
+// Where each channel's batch fits the shared memory of a cluster (Hopper) or of one block,
+// training forward and backward read x and dy once: a tile holds the whole batch of its
+// channels and merges their statistics through distributed shared memory. 2-D input (S == 1)
+// takes tiles of adjacent channels (bn_column_tiles), spatial input one channel a tile
+// (bn_plane_tiles, its N runs of S values).
+// Otherwise each pass is a column pass (columns.cuh):
 // - training forward: Welford mean/M2 per column and chunk of rows; a warp per channel merges
 //   the chunks and the channel's S columns (in float64), writes save_mean/save_invstd, updates
 //   the running statistics (unbiased variance) and expands y = (x - mean) * scale + shift into
@@ -13,9 +18,6 @@
 // - backward: sums of dy and dy * (x - mean) per column and chunk; a warp per channel merges
 //   them into dbias, dweight and dx = (dy - mean(dy)) * a + (x - mean) * b per column.
 // The last pass walks the chunks backwards: the rows the reduction read last are still in L2.
-// 2-D input (S == 1) whose batch fits the shared memory of a cluster (Hopper) or of one block
-// skips the second read: training forward and backward hold a tile of channels over the whole
-// batch in shared memory and merge the statistics through distributed shared memory.
 #include <algorithm>
 #include <initializer_list>
 #include <type_traits>
@@ -35,6 +37,7 @@ constexpr const char* kBackward = "opforge_batch_norm_backward";
 constexpr int kApplyThreads = 256;
 constexpr int kApplyUnroll = 4;
 constexpr int64_t kMaxGridY = 65535;
+constexpr int kPlaneStages = 4;  // groups of a plane tile's packs in flight at once
 
 // A float32 parameter or statistic of C elements (p == nullptr: absent).
 struct ChannelVec {
@@ -404,6 +407,45 @@ __device__ __forceinline__ GradSums grad_merge(GradSums a, GradSums b) {
   return GradSums{a.dy + b.dy, a.dy_xmu + b.dy_xmu};
 }
 
+// Channel c's coefficients from its merged statistic t (the forward's Welford, the backward's
+// sums over `count` values); the block of rank 0 (`first`) also writes the channel's saved and
+// running statistics (forward) or its parameter gradients (backward).
+template <bool kBackward, class S>
+__device__ __forceinline__ Coef channel_coef(const S& t, int64_t c, bool first, const TileParams& p,
+                             double count) {
+  const double w = p.weight.p != nullptr ? p.weight[c] : 1.0;
+  if constexpr (kBackward) {
+    const double invstd = p.save_invstd[c], scale = w * invstd;
+    if (first && p.dweight.p != nullptr) p.dweight[c] = static_cast<float>(t.dy_xmu * invstd);
+    if (first && p.dbias.p != nullptr) p.dbias[c] = t.dy;
+    return Coef{p.save_mean[c], static_cast<float>(scale),
+                static_cast<float>(-scale * invstd * invstd * t.dy_xmu / count),
+                static_cast<float>(t.dy / count)};
+  } else {
+    const double nn = t.n, m = t.mean, var = t.m2 / nn;
+    const double invstd = 1.0 / sqrt(var + p.eps);
+    if (first) {
+      if (p.save_mean.p != nullptr) p.save_mean[c] = t.mean;
+      if (p.save_invstd.p != nullptr) p.save_invstd[c] = static_cast<float>(invstd);
+      if (p.running_mean.p != nullptr) {
+        p.running_mean[c] =
+            static_cast<float>((1.0 - p.momentum) * p.running_mean[c] + p.momentum * m);
+        p.running_var[c] = static_cast<float>((1.0 - p.momentum) * p.running_var[c] +
+                                              p.momentum * var * nn / (nn - 1.0));
+      }
+    }
+    const double b = p.bias.p != nullptr ? p.bias[c] : 0.0;
+    return Coef{t.mean, static_cast<float>(w * invstd), static_cast<float>(b), 0.0f};
+  }
+}
+
+// The forward's y, or the backward's dx, from x (and dy) and the channel's coefficients.
+template <bool kBackward>
+__device__ __forceinline__ float apply_coef(const Coef& k, float x, float dy) {
+  const float xm = x - k.mean;
+  return kBackward ? (dy - k.g) * k.a + xm * k.b : xm * k.a + k.b;
+}
+
 template <class T, int V, bool kBackward, bool kCluster>
 __global__ void __launch_bounds__(kTileThreads)
     bn_column_tiles(TileData<T> d, TileParams p, int64_t rows_per_block, int blocks_per_tile) {
@@ -514,35 +556,10 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   const auto leave = combine_blocks<kCluster>(block_parts, tile_stats, W, blocks_per_tile, merge);
 
-  // Per channel: the coefficients, and (block 0) the statistics or parameter gradients.
   const int64_t c = tile * W + threadIdx.x;
   if (threadIdx.x < W && c < d.cols) {
-    const S t = tile_stats[threadIdx.x];
-    const double w = p.weight.p != nullptr ? p.weight[c] : 1.0;
-    if constexpr (kBackward) {
-      const double count_all = static_cast<double>(d.rows);
-      const double invstd = p.save_invstd[c], scale = w * invstd;
-      if (rank == 0 && p.dweight.p != nullptr) p.dweight[c] = static_cast<float>(t.dy_xmu * invstd);
-      if (rank == 0 && p.dbias.p != nullptr) p.dbias[c] = t.dy;
-      coef[threadIdx.x] = Coef{p.save_mean[c], static_cast<float>(scale),
-                               static_cast<float>(-scale * invstd * invstd * t.dy_xmu / count_all),
-                               static_cast<float>(t.dy / count_all)};
-    } else {
-      const double nn = t.n, m = t.mean, var = t.m2 / nn;
-      const double invstd = 1.0 / sqrt(var + p.eps);
-      if (rank == 0) {
-        if (p.save_mean.p != nullptr) p.save_mean[c] = t.mean;
-        if (p.save_invstd.p != nullptr) p.save_invstd[c] = static_cast<float>(invstd);
-        if (p.running_mean.p != nullptr) {
-          p.running_mean[c] =
-              static_cast<float>((1.0 - p.momentum) * p.running_mean[c] + p.momentum * m);
-          p.running_var[c] = static_cast<float>((1.0 - p.momentum) * p.running_var[c] +
-                                                p.momentum * var * nn / (nn - 1.0));
-        }
-      }
-      const double b = p.bias.p != nullptr ? p.bias[c] : 0.0;
-      coef[threadIdx.x] = Coef{t.mean, static_cast<float>(w * invstd), static_cast<float>(b), 0.0f};
-    }
+    coef[threadIdx.x] = channel_coef<kBackward>(tile_stats[threadIdx.x], c, rank == 0, p,
+                                                static_cast<double>(d.rows));
   }
   __syncthreads();
 
@@ -558,13 +575,144 @@ __global__ void __launch_bounds__(kTileThreads)
       if constexpr (kBackward) gv = *reinterpret_cast<const P*>(s_dy + r * W + cw);
       P res;
 #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const float xm = to_f(xv.v[j]) - k[j].mean;
-        res.v[j] = from_f<T>(kBackward ? (to_f(gv.v[j]) - k[j].g) * k[j].a + xm * k[j].b
-                                       : xm * k[j].a + k[j].b);
-      }
+      for (int j = 0; j < V; ++j)
+        res.v[j] = from_f<T>(apply_coef<kBackward>(k[j], to_f(xv.v[j]), kBackward ? to_f(gv.v[j]) : 0.0f));
       store_global(out + r * d.out_row, res);
     }
+  }
+}
+
+// Spatial input (S > 1), training forward and backward: each channel's N x S values, whole, in
+// (cluster) shared memory, so x and dy are read once, as long runs of S (the column tiles above
+// read 64-byte pieces). The block of rank r among the blocks_per_plane blocks of channel c (a
+// cluster when kCluster, else one block; cluster_place) holds samples [r * rows_per_block, ...);
+// its threads take every kTileThreads-th pack of them, copied in asynchronously in
+// kPlaneStages groups while the statistics of the earlier groups are taken. Each thread copies,
+// and later reads, only its own packs: the loads need no barrier. V divides S, so no pack spans
+// two channels.
+template <class T, int V, bool kBackward, bool kCluster>
+__global__ void __launch_bounds__(kTileThreads)
+    bn_plane_tiles(TileData<T> d, TileParams p, int spatial, int64_t rows_per_block,
+                   int blocks_per_plane) {
+  using P = Pack<T, V>;
+  using S = std::conditional_t<kBackward, GradSums, Welford>;
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  __shared__ S warp_parts[kTileThreads / 32];
+  __shared__ S block_part, plane_stat;
+  __shared__ Coef coef;
+  auto merge = [](S a, S b) {
+    if constexpr (kBackward) {
+      return grad_merge(a, b);
+    } else {
+      return welford_merge(a, b);
+    }
+  };
+
+  const Place place = cluster_place<kCluster>();
+  const int64_t c = place.item;
+  const int64_t begin = std::min<int64_t>(d.rows, place.rank * rows_per_block);
+  const int per_run = spatial / V;  // packs per sample
+  // At most the block's shared memory in packs: an int.
+  const int packs = static_cast<int>(std::min<int64_t>(d.rows, begin + rows_per_block) - begin) *
+                    per_run;
+  const int mine = static_cast<int>(threadIdx.x) < packs
+                       ? (packs - 1 - static_cast<int>(threadIdx.x)) / kTileThreads + 1
+                       : 0;
+  T* s_x = reinterpret_cast<T*>(dynamic_smem);  // [rows_per_block][S]
+  T* s_dy = s_x + rows_per_block * spatial;     // backward only
+  const int64_t plane = c * spatial;
+  const T* x = d.x + begin * d.x_row + plane;
+  const T* dy = kBackward ? d.dy + begin * d.dy_row + plane : nullptr;
+  auto pack = [](int k) { return static_cast<int>(threadIdx.x) + k * kTileThreads; };
+  // Element offset of pack q from the block's first sample, in a tensor with rows `row` apart.
+  auto at = [per_run](int q, int64_t row) {
+    const int r = q / per_run;
+    return r * row + static_cast<int64_t>(q - r * per_run) * V;
+  };
+
+#pragma unroll
+  for (int stage = 0; stage < kPlaneStages; ++stage) {
+    for (int k = mine * stage / kPlaneStages; k < mine * (stage + 1) / kPlaneStages; ++k) {
+      const int q = pack(k);
+      copy_async<sizeof(P)>(s_x + q * V, x + at(q, d.x_row));
+      if constexpr (kBackward) copy_async<sizeof(P)>(s_dy + q * V, dy + at(q, d.dy_row));
+    }
+    async_commit();  // empty groups too: every thread waits on the same counts below
+  }
+  // Forward: Welford over packs (each pack's own mean and M2 merged in, one division a pack).
+  // Backward: sums of dy and dy * (x - mean), the saved mean known.
+  float acc0 = 0.0f, acc1 = 0.0f, count = 0.0f;
+  const float mean = kBackward ? p.save_mean[c] : 0.0f;
+#pragma unroll
+  for (int stage = 0; stage < kPlaneStages; ++stage) {
+    async_wait_for<kPlaneStages - 1>(kPlaneStages - 1 - stage);
+#pragma unroll 2
+    for (int k = mine * stage / kPlaneStages; k < mine * (stage + 1) / kPlaneStages; ++k) {
+      const int q = pack(k);
+      const P xv = *reinterpret_cast<const P*>(s_x + q * V);
+      if constexpr (kBackward) {
+        const P gv = *reinterpret_cast<const P*>(s_dy + q * V);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float g = pack_f(gv, j);
+          acc0 += g;
+          acc1 += g * (pack_f(xv, j) - mean);
+        }
+      } else {
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < V; ++j) sum += pack_f(xv, j);
+        const float pack_mean = sum * (1.0f / V);
+        float m2 = 0.0f;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float dev = pack_f(xv, j) - pack_mean;
+          m2 += dev * dev;
+        }
+        const float total = count + V, f = V / total, dlt = pack_mean - acc0;
+        acc0 += dlt * f;
+        acc1 += m2 + dlt * dlt * count * f;
+        count = total;
+      }
+    }
+  }
+  S st;
+  if constexpr (kBackward) {
+    st = GradSums{acc0, acc1};
+  } else {
+    st = Welford{count, acc0, acc1};
+  }
+
+  // The warp's threads, then the warps, then the cluster's blocks.
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) st = merge(st, shfl_xor(st, off));
+  if ((threadIdx.x & 31) == 0) warp_parts[threadIdx.x >> 5] = st;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    S t = warp_parts[0];
+    for (int w = 1; w < kTileThreads / 32; ++w) t = merge(t, warp_parts[w]);
+    block_part = t;
+  }
+  const auto leave = combine_blocks<kCluster>(&block_part, &plane_stat, 1, blocks_per_plane, merge);
+  if (threadIdx.x == 0) {
+    coef = channel_coef<kBackward>(plane_stat, c, place.rank == 0, p,
+                                   static_cast<double>(d.rows) * spatial);
+  }
+  __syncthreads();
+
+  const Coef k = coef;
+  T* out = d.out + begin * d.out_row + plane;
+#pragma unroll 4
+  for (int i = 0; i < mine; ++i) {
+    const int q = pack(i);
+    const P xv = *reinterpret_cast<const P*>(s_x + q * V);
+    P gv;
+    if constexpr (kBackward) gv = *reinterpret_cast<const P*>(s_dy + q * V);
+    float res[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      res[j] = apply_coef<kBackward>(k, pack_f(xv, j), kBackward ? pack_f(gv, j) : 0.0f);
+    store_global(out + at(q, d.out_row), to_pack<T, V>(res));
   }
 }
 
@@ -623,6 +771,31 @@ class Pass {
   DeviceInfo dev;
 };
 
+template <class T>
+TileData<T> tile_data(const BatchNorm& bn, int64_t x_row, int64_t dy_row, int64_t out_row) {
+  return TileData<T>{bn.x->ptr<T>(),
+                     bn.dy != nullptr ? bn.dy->ptr<T>() : nullptr,
+                     bn.out->ptr<T>(),
+                     x_row,
+                     dy_row,
+                     out_row,
+                     bn.n,
+                     bn.c};
+}
+
+TileParams tile_params(const BatchNorm& bn) {
+  return TileParams{channel_vec(bn.weight),
+                    channel_vec(bn.bias),
+                    channel_vec(bn.running_mean),
+                    channel_vec(bn.running_var),
+                    channel_vec(bn.save_mean),
+                    channel_vec(bn.save_invstd),
+                    channel_vec(bn.dweight),
+                    channel_vec(bn.dbias),
+                    bn.momentum,
+                    bn.eps};
+}
+
 // 2-D input in (cluster) shared-memory tiles, when they fit: *launched says whether they did.
 template <class T, int V, bool kBackward>
 opforge_status column_tiles(Pass& p, int64_t x_row, int64_t dy_row, int64_t out_row,
@@ -635,36 +808,50 @@ opforge_status column_tiles(Pass& p, int64_t x_row, int64_t dy_row, int64_t out_
                                    kTileWidthBytes * (kBackward ? 2 : 1), p.dev, p.stream);
   *launched = plan.blocks > 0;
   if (!*launched) return OPFORGE_OK;
-  const TileData<T> d{bn.x->ptr<T>(),
-                      kBackward ? bn.dy->ptr<T>() : nullptr,
-                      bn.out->ptr<T>(),
-                      x_row,
-                      dy_row,
-                      out_row,
-                      bn.n,
-                      bn.c};
-  const TileParams tp{channel_vec(bn.weight),
-                      channel_vec(bn.bias),
-                      channel_vec(bn.running_mean),
-                      channel_vec(bn.running_var),
-                      channel_vec(bn.save_mean),
-                      channel_vec(bn.save_invstd),
-                      channel_vec(bn.dweight),
-                      channel_vec(bn.dbias),
-                      bn.momentum,
-                      bn.eps};
-  return launch_tiles(p.op, plan, clustered, single, tiles, p.dev, p.stream, d, tp,
+  return launch_tiles(p.op, plan, clustered, single, tiles, p.dev, p.stream,
+                      tile_data<T>(bn, x_row, dy_row, out_row), tile_params(bn),
                       plan.rows_per_block, plan.blocks);
+}
+
+// Spatial input (S > 1) as whole channels in (cluster) shared memory, when they fit (in packs
+// of V where V divides S, else of single elements): *launched says whether they did.
+template <class T, int V, bool kBackward>
+opforge_status plane_tiles(Pass& p, int64_t x_row, int64_t dy_row, int64_t out_row,
+                           bool* launched) {
+  const BatchNorm& bn = p.bn;
+  *launched = false;
+  if constexpr (V > 1) {
+    if (bn.s % V != 0) return plane_tiles<T, 1, kBackward>(p, x_row, dy_row, out_row, launched);
+  }
+  if (bn.s > INT32_MAX) return OPFORGE_OK;
+  auto* clustered = bn_plane_tiles<T, V, kBackward, true>;
+  auto* single = bn_plane_tiles<T, V, kBackward, false>;
+  const TilePlan plan =
+      plan_tiles(clustered, single, bn.c, bn.n,
+                 bn.s * static_cast<int64_t>(sizeof(T)) * (kBackward ? 2 : 1), p.dev, p.stream,
+                 kMaxNonPortableCluster);
+  *launched = plan.blocks > 0;
+  if (!*launched) return OPFORGE_OK;
+  return launch_tiles(p.op, plan, clustered, single, bn.c, p.dev, p.stream,
+                      tile_data<T>(bn, x_row, dy_row, out_row), tile_params(bn),
+                      static_cast<int>(bn.s), plan.rows_per_block, plan.blocks);
+}
+
+// The single-read tiles for this input's layout (column tiles for 2-D, plane tiles for spatial
+// input), when they fit: *launched says whether they did.
+template <class T, int V, bool kBackward>
+opforge_status resident_tiles(Pass& p, int64_t x_row, int64_t dy_row, int64_t out_row,
+                              bool* launched) {
+  if (p.bn.s == 1) return column_tiles<T, V, kBackward>(p, x_row, dy_row, out_row, launched);
+  return plane_tiles<T, V, kBackward>(p, x_row, dy_row, out_row, launched);
 }
 
 template <class T, int V>
 opforge_status training(Pass& p, int64_t x_row, int64_t y_row) {
   const BatchNorm& bn = p.bn;
-  if (bn.s == 1) {
-    bool launched = false;
-    const opforge_status st = column_tiles<T, V, false>(p, x_row, 0, y_row, &launched);
-    if (st != OPFORGE_OK || launched) return st;
-  }
+  bool launched = false;
+  const opforge_status st = resident_tiles<T, V, false>(p, x_row, 0, y_row, &launched);
+  if (st != OPFORGE_OK || launched) return st;
   const int64_t cols = bn.c * bn.s;
   const ColumnGrid g = column_grid(cols, bn.n, V, p.dev);
   Welford* partial = nullptr;
@@ -719,11 +906,9 @@ opforge_status inference(Pass& p, int64_t x_row, int64_t y_row) {
 template <class T, int V>
 opforge_status backward(Pass& p, int64_t dy_row, int64_t x_row, int64_t dx_row) {
   const BatchNorm& bn = p.bn;
-  if (bn.s == 1) {
-    bool launched = false;
-    const opforge_status st = column_tiles<T, V, true>(p, x_row, dy_row, dx_row, &launched);
-    if (st != OPFORGE_OK || launched) return st;
-  }
+  bool launched = false;
+  const opforge_status st = resident_tiles<T, V, true>(p, x_row, dy_row, dx_row, &launched);
+  if (st != OPFORGE_OK || launched) return st;
   const int64_t cols = bn.c * bn.s;
   const ColumnGrid g = column_grid(cols, bn.n, V, p.dev);
   GradSums* partial = nullptr;
@@ -823,6 +1008,41 @@ opforge_status native_batch_norm_backward(const BatchNorm& bn, cudaStream_t stre
       return backward<T, kVec<T>>(p, dy_row, x_row, dx_row);
     }
     return backward<T, 1>(p, dy_row, x_row, dx_row);
+  });
+}
+
+opforge_status resident_batch_norm_forward_training(const BatchNorm& bn, cudaStream_t stream,
+                                                    bool* ran) {
+  *ran = false;
+  Pass p(kTraining, bn, stream);
+  const opforge_status st = p.begin();
+  int64_t x_row = 0, y_row = 0;
+  if (st != OPFORGE_OK || bn.x->numel() == 0 || !plane_rows(*bn.x, &x_row) ||
+      !plane_rows(*bn.out, &y_row)) {
+    return st;
+  }
+  return by_dtype(bn.x->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.packed<T>({{bn.x, x_row}, {bn.out, y_row}}))
+      return resident_tiles<T, kVec<T>, false>(p, x_row, 0, y_row, ran);
+    return resident_tiles<T, 1, false>(p, x_row, 0, y_row, ran);
+  });
+}
+
+opforge_status resident_batch_norm_backward(const BatchNorm& bn, cudaStream_t stream, bool* ran) {
+  *ran = false;
+  Pass p(kBackward, bn, stream);
+  const opforge_status st = p.begin();
+  int64_t dy_row = 0, x_row = 0, dx_row = 0;
+  if (st != OPFORGE_OK || bn.x->numel() == 0 || !plane_rows(*bn.dy, &dy_row) ||
+      !plane_rows(*bn.x, &x_row) || !plane_rows(*bn.out, &dx_row)) {
+    return st;
+  }
+  return by_dtype(bn.x->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.packed<T>({{bn.dy, dy_row}, {bn.x, x_row}, {bn.out, dx_row}}))
+      return resident_tiles<T, kVec<T>, true>(p, x_row, dy_row, dx_row, ran);
+    return resident_tiles<T, 1, true>(p, x_row, dy_row, dx_row, ran);
   });
 }
 

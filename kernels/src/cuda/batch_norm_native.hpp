@@ -16,4 +16,11 @@ opforge_status native_batch_norm_forward_training(const BatchNorm& bn, cudaStrea
 opforge_status native_batch_norm_forward_inference(const BatchNorm& bn, cudaStream_t stream);
 opforge_status native_batch_norm_backward(const BatchNorm& bn, cudaStream_t stream);
 
+// The native training forward and backward's single-read tiles alone (each channel's batch
+// whole in (cluster) shared memory), where they fit: *ran says whether they ran. They read x
+// and dy once where cuDNN's batch norm reads them twice, so they come before it.
+opforge_status resident_batch_norm_forward_training(const BatchNorm& bn, cudaStream_t stream,
+                                                    bool* ran);
+opforge_status resident_batch_norm_backward(const BatchNorm& bn, cudaStream_t stream, bool* ran);
+
 }  // namespace opforge::cuda
