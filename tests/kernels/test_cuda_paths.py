@@ -173,10 +173,19 @@ CONFORMANCE = [
     case("argmax", (8, 100000), "float32", dim=0, keepdim=False),
     case("argmax", (4, 500, 33), "float16", values="ties", dim=1, keepdim=False),
     case("argmax", (4, 500, 32), "float32", dim=1, keepdim=True),
-    # batch_norm native, 2-D: tiles of channels in one block, in a cluster, and (a batch too tall
-    # for a cluster) three passes
+    # batch_norm native, 2-D: tiles of channels in one block, in a cluster (float32: 32 channels
+    # a tile; 16 where those need blocks over 64 KB), and (a batch too tall for a cluster) three
+    # passes
     case("batch_norm", (3000, 64), "bfloat16", training=True, momentum=0.1, eps=1e-5),
     case("batch_norm_backward", (3000, 64), "bfloat16", training=True),
+    *[
+        case(op, shape, "float32", **scalars)
+        for op, scalars in (
+            ("batch_norm", {"training": True, "momentum": 0.1, "eps": 1e-5}),
+            ("batch_norm_backward", {"training": True}),
+        )
+        for shape in ((500, 40), (3000, 70), (20000, 48))
+    ],
     case("batch_norm", (40000, 16), "float32", training=True, momentum=0.1, eps=1e-5),
     case("batch_norm_backward", (20000, 16), "float32", training=True),
     # batch_norm native: small spatial (3-D and 4-D), one sample, no affine, offset values

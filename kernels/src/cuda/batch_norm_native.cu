@@ -411,7 +411,7 @@ __device__ __forceinline__ GradSums grad_merge(GradSums a, GradSums b) {
 // sums over `count` values); the block of rank 0 (`first`) also writes the channel's saved and
 // running statistics (forward) or its parameter gradients (backward).
 template <bool kBackward, class S>
-__device__ __forceinline__ Coef channel_coef(const S& t, int64_t c, bool first, const TileParams& p,
+__device__ __forceinline__ Coef channel_coef(S t, int64_t c, bool first, const TileParams& p,
                              double count) {
   const double w = p.weight.p != nullptr ? p.weight[c] : 1.0;
   if constexpr (kBackward) {
@@ -446,10 +446,10 @@ __device__ __forceinline__ float apply_coef(const Coef& k, float x, float dy) {
   return kBackward ? (dy - k.g) * k.a + xm * k.b : xm * k.a + k.b;
 }
 
-template <class T, int V, bool kBackward, bool kCluster>
+template <class T, int V, int kWidthBytes, bool kBackward, bool kCluster>
 __global__ void __launch_bounds__(kTileThreads)
     bn_column_tiles(TileData<T> d, TileParams p, int64_t rows_per_block, int blocks_per_tile) {
-  constexpr int W = kTileWidthBytes / static_cast<int>(sizeof(T));
+  constexpr int W = kWidthBytes / static_cast<int>(sizeof(T));
   constexpr int kLanes = W / V;
   constexpr int kRowsPerStep = kTileThreads / kLanes;
   static_assert(kLanes <= 32 && 32 % kLanes == 0, "a tile row must fit a warp");
@@ -796,21 +796,47 @@ TileParams tile_params(const BatchNorm& bn) {
                     bn.eps};
 }
 
+// 2-D input in (cluster) shared-memory tiles kWidthBytes wide, as planned.
+template <class T, int V, int kWidthBytes, bool kBackward>
+struct ColumnTiles {
+  static constexpr auto clustered = bn_column_tiles<T, V, kWidthBytes, kBackward, true>;
+  static constexpr auto single = bn_column_tiles<T, V, kWidthBytes, kBackward, false>;
+
+  static int64_t tiles(const BatchNorm& bn) {
+    return ceil_div(bn.c, kWidthBytes / static_cast<int>(sizeof(T)));
+  }
+  static TilePlan plan(const Pass& p, int max_cluster) {
+    return plan_tiles(clustered, single, tiles(p.bn), p.bn.n, kWidthBytes * (kBackward ? 2 : 1),
+                      p.dev, p.stream, max_cluster);
+  }
+  static opforge_status launch(const Pass& p, const TilePlan& plan, int64_t x_row,
+                               int64_t dy_row, int64_t out_row) {
+    return launch_tiles(p.op, plan, clustered, single, tiles(p.bn), p.dev, p.stream,
+                        tile_data<T>(p.bn, x_row, dy_row, out_row), tile_params(p.bn),
+                        plan.rows_per_block, plan.blocks);
+  }
+};
+
 // 2-D input in (cluster) shared-memory tiles, when they fit: *launched says whether they did.
+// Tiles of 32 channels (128 bytes of float32) where blocks of at most kTileBlockBytes hold them,
+// else of kTileWidthBytes (clusters of 16 wide tiles fit where clusters of 8 narrow ones do: no
+// wider fallback).
 template <class T, int V, bool kBackward>
 opforge_status column_tiles(Pass& p, int64_t x_row, int64_t dy_row, int64_t out_row,
                             bool* launched) {
-  const BatchNorm& bn = p.bn;
-  const int64_t tiles = ceil_div(bn.c, kTileWidthBytes / static_cast<int>(sizeof(T)));
-  auto* clustered = bn_column_tiles<T, V, kBackward, true>;
-  auto* single = bn_column_tiles<T, V, kBackward, false>;
-  const TilePlan plan = plan_tiles(clustered, single, tiles, bn.n,
-                                   kTileWidthBytes * (kBackward ? 2 : 1), p.dev, p.stream);
-  *launched = plan.blocks > 0;
-  if (!*launched) return OPFORGE_OK;
-  return launch_tiles(p.op, plan, clustered, single, tiles, p.dev, p.stream,
-                      tile_data<T>(bn, x_row, dy_row, out_row), tile_params(bn),
-                      plan.rows_per_block, plan.blocks);
+  constexpr int kWide = 32 * static_cast<int>(sizeof(T));
+  if constexpr (kWide != kTileWidthBytes) {
+    using Wide = ColumnTiles<T, V, kWide, kBackward>;
+    const TilePlan wide = Wide::plan(p, kMaxNonPortableCluster);
+    if (wide.blocks > 0 && wide.smem <= kTileBlockBytes) {
+      *launched = true;
+      return Wide::launch(p, wide, x_row, dy_row, out_row);
+    }
+  }
+  using Narrow = ColumnTiles<T, V, kTileWidthBytes, kBackward>;
+  const TilePlan narrow = Narrow::plan(p, kMaxCluster);
+  *launched = narrow.blocks > 0;
+  return *launched ? Narrow::launch(p, narrow, x_row, dy_row, out_row) : OPFORGE_OK;
 }
 
 // Spatial input (S > 1) as whole channels in (cluster) shared memory, when they fit (in packs

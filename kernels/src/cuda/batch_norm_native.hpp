@@ -7,9 +7,10 @@
 
 namespace opforge::cuda {
 
-// Spatial sizes (S = L or H*W) up to this take the native kernels even when cuDNN is there:
-// they are column reductions over N of an N x (C*S) matrix, which cuDNN's batch norm handles
-// poorly (2-D input: 0.50x torch forward, 0.47x backward on an H100; see the README).
+// Spatial sizes (S = L or H*W) up to this take the native kernels even when cuDNN is there and
+// no single-read tile fits: they are column reductions over N of an N x (C*S) matrix, which
+// cuDNN's batch norm handles poorly (2-D input: 0.50x torch forward, 0.47x backward on an H100;
+// see the README). Above it, cuDNN takes what the tiles cannot hold.
 constexpr int64_t kNativeMaxSpatial = 32;
 
 opforge_status native_batch_norm_forward_training(const BatchNorm& bn, cudaStream_t stream);
