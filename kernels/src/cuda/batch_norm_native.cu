@@ -403,9 +403,11 @@ __device__ __forceinline__ GradSums shfl_xor(GradSums s, int offset) {
   return GradSums{__shfl_xor_sync(0xffffffffu, s.dy, offset),
                   __shfl_xor_sync(0xffffffffu, s.dy_xmu, offset)};
 }
-__device__ __forceinline__ GradSums grad_merge(GradSums a, GradSums b) {
+// A tile's partial statistics merged: the forward's Welford, the backward's sums.
+__device__ __forceinline__ GradSums merge_stats(GradSums a, GradSums b) {
   return GradSums{a.dy + b.dy, a.dy_xmu + b.dy_xmu};
 }
+__device__ __forceinline__ Welford merge_stats(Welford a, Welford b) { return welford_merge(a, b); }
 
 // Channel c's coefficients from its merged statistic t (the forward's Welford, the backward's
 // sums over `count` values); the block of rank 0 (`first`) also writes the channel's saved and
@@ -461,13 +463,7 @@ __global__ void __launch_bounds__(kTileThreads)
   __shared__ Coef coef[W];
   T* s_x = reinterpret_cast<T*>(dynamic_smem);  // [rows_per_block][W]
   T* s_dy = s_x + rows_per_block * W;           // backward only
-  auto merge = [](S a, S b) {
-    if constexpr (kBackward) {
-      return grad_merge(a, b);
-    } else {
-      return welford_merge(a, b);
-    }
-  };
+  auto merge = [](S a, S b) { return merge_stats(a, b); };
 
   const Place place = cluster_place<kCluster>();
   const int64_t tile = place.item;
@@ -600,13 +596,7 @@ __global__ void __launch_bounds__(kTileThreads)
   __shared__ S warp_parts[kTileThreads / 32];
   __shared__ S block_part, plane_stat;
   __shared__ Coef coef;
-  auto merge = [](S a, S b) {
-    if constexpr (kBackward) {
-      return grad_merge(a, b);
-    } else {
-      return welford_merge(a, b);
-    }
-  };
+  auto merge = [](S a, S b) { return merge_stats(a, b); };
 
   const Place place = cluster_place<kCluster>();
   const int64_t c = place.item;
