@@ -414,7 +414,7 @@ __device__ __forceinline__ Welford merge_stats(Welford a, Welford b) { return we
 // running statistics (forward) or its parameter gradients (backward).
 template <bool kBackward, class S>
 __device__ __forceinline__ Coef channel_coef(S t, int64_t c, bool first, const TileParams& p,
-                             double count) {
+                                             double count) {
   const double w = p.weight.p != nullptr ? p.weight[c] : 1.0;
   if constexpr (kBackward) {
     const double invstd = p.save_invstd[c], scale = w * invstd;
@@ -571,8 +571,10 @@ __global__ void __launch_bounds__(kTileThreads)
       if constexpr (kBackward) gv = *reinterpret_cast<const P*>(s_dy + r * W + cw);
       P res;
 #pragma unroll
-      for (int j = 0; j < V; ++j)
-        res.v[j] = from_f<T>(apply_coef<kBackward>(k[j], to_f(xv.v[j]), kBackward ? to_f(gv.v[j]) : 0.0f));
+      for (int j = 0; j < V; ++j) {
+        res.v[j] = from_f<T>(
+            apply_coef<kBackward>(k[j], to_f(xv.v[j]), kBackward ? to_f(gv.v[j]) : 0.0f));
+      }
       store_global(out + r * d.out_row, res);
     }
   }
