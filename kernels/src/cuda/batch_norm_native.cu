@@ -37,7 +37,6 @@ constexpr const char* kBackward = "opforge_batch_norm_backward";
 constexpr int kApplyThreads = 256;
 constexpr int kApplyUnroll = 4;
 constexpr int64_t kMaxGridY = 65535;
-constexpr int kPlaneStages = 4;  // groups of a plane tile's packs in flight at once
 
 // A float32 parameter or statistic of C elements (p == nullptr: absent).
 struct ChannelVec {
@@ -582,12 +581,12 @@ __global__ void __launch_bounds__(kTileThreads)
 
 // Spatial input (S > 1), training forward and backward: each channel's N x S values, whole, in
 // (cluster) shared memory, so x and dy are read once, as long runs of S (the column tiles above
-// read 64-byte pieces). The block of rank r among the blocks_per_plane blocks of channel c (a
-// cluster when kCluster, else one block; cluster_place) holds samples [r * rows_per_block, ...);
-// its threads take every kTileThreads-th pack of them, copied in asynchronously in
-// kPlaneStages groups while the statistics of the earlier groups are taken. Each thread copies,
-// and later reads, only its own packs: the loads need no barrier. V divides S, so no pack spans
-// two channels.
+// read 64- or 128-byte pieces). The block of rank r among the blocks_per_plane blocks of
+// channel c (a cluster when kCluster, else one block; cluster_place) holds samples
+// [r * rows_per_block, ...); its threads take every kTileThreads-th pack of them, copied in
+// asynchronously in kTileStages groups while the statistics of the earlier groups are taken.
+// Each thread copies, and later reads, only its own packs: the loads need no barrier. V divides
+// S, so no pack spans two channels.
 template <class T, int V, bool kBackward, bool kCluster>
 __global__ void __launch_bounds__(kTileThreads)
     bn_plane_tiles(TileData<T> d, TileParams p, int spatial, int64_t rows_per_block,
@@ -623,8 +622,8 @@ __global__ void __launch_bounds__(kTileThreads)
   };
 
 #pragma unroll
-  for (int stage = 0; stage < kPlaneStages; ++stage) {
-    for (int k = mine * stage / kPlaneStages; k < mine * (stage + 1) / kPlaneStages; ++k) {
+  for (int stage = 0; stage < kTileStages; ++stage) {
+    for (int k = mine * stage / kTileStages; k < mine * (stage + 1) / kTileStages; ++k) {
       const int q = pack(k);
       copy_async<sizeof(P)>(s_x + q * V, x + at(q, d.x_row));
       if constexpr (kBackward) copy_async<sizeof(P)>(s_dy + q * V, dy + at(q, d.dy_row));
@@ -636,10 +635,10 @@ __global__ void __launch_bounds__(kTileThreads)
   float acc0 = 0.0f, acc1 = 0.0f, count = 0.0f;
   const float mean = kBackward ? p.save_mean[c] : 0.0f;
 #pragma unroll
-  for (int stage = 0; stage < kPlaneStages; ++stage) {
-    async_wait_for<kPlaneStages - 1>(kPlaneStages - 1 - stage);
+  for (int stage = 0; stage < kTileStages; ++stage) {
+    async_wait_for<kTileStages - 1>(kTileStages - 1 - stage);
 #pragma unroll 2
-    for (int k = mine * stage / kPlaneStages; k < mine * (stage + 1) / kPlaneStages; ++k) {
+    for (int k = mine * stage / kTileStages; k < mine * (stage + 1) / kTileStages; ++k) {
       const int q = pack(k);
       const P xv = *reinterpret_cast<const P*>(s_x + q * V);
       if constexpr (kBackward) {

@@ -21,6 +21,7 @@ constexpr int kMaxNonPortableCluster = 16;  // Hopper's limit, for kernels that 
 constexpr int kTileThreads = 256;
 constexpr int kTileWidthBytes = 64;
 constexpr int64_t kTileBlockBytes = 64 << 10;  // shared memory a tile block aims for: 3 per SM
+constexpr int kTileStages = 4;  // groups of a tile block's asynchronous copies in flight at once
 
 // The work item (a row, a tile) of this block and its rank among the `blocks` blocks sharing it:
 // with kCluster, its cluster's index in the grid and its rank in the cluster (read from the

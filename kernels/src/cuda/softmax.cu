@@ -38,7 +38,6 @@ constexpr int kSmemRowThreads = 512;
 constexpr int64_t kRowBlockBytes = 110 << 10;  // shared memory of a row block: 2 fit an SM
 constexpr int kTwoPassThreads = 512;
 constexpr int64_t kShortColumn = 64;  // dims shorter than this: a thread per column
-constexpr int kTileStages = 4;        // groups of a column tile's rows in flight at once
 constexpr int kRowStages = 4;         // groups of a long row's packs, backward, likewise
 constexpr int kRowsAtOnce = 4;        // rows of a column tile a thread takes the max of at once
 
