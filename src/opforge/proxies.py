@@ -13,6 +13,8 @@ from requests.utils import get_environ_proxies, prepend_scheme_if_needed
 from urllib3.exceptions import LocationParseError
 from urllib3.util import parse_url
 
+from opforge.hosts import host_name_problem
+
 PROXY_NAMES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY")
 #: The variables requests reads for an http(s) download (FTP_PROXY only reaches containers).
 DOWNLOAD_PROXY_NAMES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
@@ -92,11 +94,8 @@ def proxy_problem(value: str) -> str | None:
         return "a SOCKS proxy needs PySocks, which is not installed (pip install 'requests[socks]')"
     if not parsed.host:
         return "no host in it"
-    # The IDNA codec requests' connection uses refuses these, in words blaming the URL fetched.
-    labels = parsed.host.strip("[]").split(".")
-    if not parsed.host.startswith("[") and any(len(label) > 63 for label in labels):
-        return "a part of its host name is over 63 characters, more than DNS allows"
-    return None
+    problem = host_name_problem(parsed.host)
+    return None if problem is None else f"its host name {problem}"
 
 
 def _unparsable(value: str) -> str:

@@ -215,10 +215,26 @@ def test_a_folder_to_make_under_a_loop_of_links_is_said_to_be_one(tmp_path):
 def test_a_pip_cache_volume_that_is_a_path_is_refused(tmp_path, name):
     # Docker binds a volume "name" with a '/' as a host path: "/" put pip's cache, and the chmod
     # 1777 that opens a new volume up, on the host's root.
-    from opforge.container.run import ContainerRun
+    from opforge.container.run import require_volume_name
     from opforge.errors import ConfigError
 
     with pytest.raises(ConfigError, match="is not a Docker volume name") as info:
-        ContainerRun(object(), "image", tmp_path, tmp_path / "cache", name)
+        require_volume_name(name)
     assert "OPFORGE_PIP_CACHE_VOLUME" in info.value.message and "unset it" in info.value.hint
-    assert ContainerRun(object(), "image", tmp_path, tmp_path, "opforge-pip-cache.2")
+    require_volume_name("opforge-pip-cache.2")  # a name: no error
+
+
+def test_a_pip_cache_volume_that_is_a_path_is_refused_before_any_image_is_built(tmp_path):
+    # It was refused only once the devel image had been built, a wait of minutes for nothing.
+    repo = Path(__file__).resolve().parents[2]
+    result = opforge(
+        "--project",
+        str(repo),
+        "build",
+        "--runner",
+        "docker",
+        "kernels",
+        env={"OPFORGE_PIP_CACHE_VOLUME": "/", "OPFORGE_CACHE": str(tmp_path / "cache")},
+    )
+    assert_one_line_error(result, "OPFORGE_PIP_CACHE_VOLUME='/' is not a Docker volume name")
+    assert "[docker]" not in result.stdout and "building" not in result.stdout

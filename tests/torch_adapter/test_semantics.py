@@ -1043,3 +1043,16 @@ def test_a_trace_whose_gradient_would_take_a_rounded_number_is_refused():
         torch.jit.trace(lambda t: ot.add(t, t, alpha=1e-7), (x,), check_trace=False)
     frozen = torch.jit.trace(lambda t: ot.mul(7e4, t), (x.detach(),), check_trace=False)
     assert torch.equal(frozen(x.detach()), torch.mul(7e4, x.detach()))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_trace_of_a_number_the_dtype_holds_exactly_is_taken_with_its_gradient(dtype):
+    # Only a number that rounds is refused: 0.5 is the same as given and as rounded.
+    x = torch.tensor([0.1, -0.6, 3.0], dtype=dtype, requires_grad=True)
+    traced = torch.jit.trace(lambda t: ot.mul(0.5, t), (x,), check_trace=False)
+    ours = traced(x)
+    ours.sum().backward()
+    expected = torch.tensor([0.1, -0.6, 3.0], dtype=dtype, requires_grad=True)
+    native = torch.mul(0.5, expected)
+    native.sum().backward()
+    assert torch.equal(ours, native) and torch.equal(x.grad, expected.grad)

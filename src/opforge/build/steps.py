@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 from opforge.build.orphan_guard import DONE
-from opforge.build.sessions import session_members, stop_session
+from opforge.build.sessions import stop_session
 from opforge.errors import BuildError
 from opforge.logtail import LogTail
 
@@ -166,6 +166,14 @@ def _stop_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+# The watcher's program. sys.path's first entry, the working directory, goes first: its own
+# opforge/, should it hold one, is not this one (python -P does that from 3.11 on only).
+_GUARD = (
+    "import sys; del sys.path[0]; from opforge.build.orphan_guard import main; "
+    "sys.exit(main(sys.argv[1:]))"
+)
+
+
 @contextlib.contextmanager
 def _orphan_guard(session: int) -> Iterator[None]:
     """A watcher (``opforge.build.orphan_guard``) that stops the step's session should opforge
@@ -174,8 +182,7 @@ def _orphan_guard(session: int) -> Iterator[None]:
     runs without one, as it did before watchers."""
     try:
         guard = subprocess.Popen(
-            # -P: not the working directory's own opforge/, should it hold one.
-            [sys.executable, "-P", "-m", "opforge.build.orphan_guard", str(session)],
+            [sys.executable, "-c", _GUARD, str(session)],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -188,16 +195,12 @@ def _orphan_guard(session: int) -> Iterator[None]:
     try:
         yield
     finally:
-        # Told only when nothing of the session is left; else (the stop itself cut short) the
-        # watcher finishes it once its input ends.
-        over = not session_members(session)
+        # The step is over, and a stop of it ran to its end (interrupts are held through it):
+        # what is left of its session, a compiler-cache server say, is not the watcher's.
         with contextlib.suppress(OSError):
-            if over:
-                guard.stdin.write(DONE)
-        with contextlib.suppress(OSError):
+            guard.stdin.write(DONE)
             guard.stdin.close()
-        if over:
-            guard.wait()
+        guard.wait()
 
 
 def _print_to(stream: TextIO) -> Callable[[str], None]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opforge.build.dist import dist_wheels
-from opforge.container.run import ContainerRun
+from opforge.container.run import ContainerRun, require_volume_name
 from opforge.dockerengine import docker_client
 from opforge.handoff import Handoff
 from opforge.images.build import BuiltImage
@@ -33,6 +33,7 @@ class Workspace:
     say: Callable[[str], None] = print
 
     def __post_init__(self) -> None:
+        require_volume_name(self.settings.pip_cache_volume)  # before any image is built
         self.client = docker_client(instead="use --runner host")
 
     def image(self, kind: str) -> BuiltImage:

@@ -25,10 +25,23 @@ PIP_CACHE = "/var/cache/opforge-pip"
 _VOLUME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]+")
 
 
+def require_volume_name(pip_cache_volume: str) -> None:
+    """Refuse a pip cache volume (OPFORGE_PIP_CACHE_VOLUME) that is no Docker volume name.
+    Docker takes a "name" with a '/' in it as a host path to bind: "/" would put pip's cache,
+    and the chmod that opens a new volume up, on the host's root."""
+    if not _VOLUME_NAME.fullmatch(pip_cache_volume):
+        raise ConfigError(
+            f"OPFORGE_PIP_CACHE_VOLUME={pip_cache_volume!r} is not a Docker volume "
+            "name (letters, digits, '_', '.' and '-', starting with a letter or digit)",
+            hint=f"set it to a volume name, e.g. {PIP_CACHE_VOLUME}, or unset it",
+        )
+
+
 @dataclass
 class ContainerRun:
     """Commands in containers of ``image``: the project and cache mounted, pip's cache in the
-    volume ``pip_cache_volume``, ``proxies`` in the environment."""
+    volume ``pip_cache_volume`` (a name require_volume_name takes), ``proxies`` in the
+    environment."""
 
     client: object
     image: str
@@ -41,16 +54,6 @@ class ContainerRun:
     # More folders the command writes to, mounted at their own paths (e.g. a JUnit folder
     # outside the project: written only inside the container, its reports would be lost).
     mounts: tuple[Path, ...] = ()
-
-    def __post_init__(self) -> None:
-        # Docker takes a volume "name" with a '/' in it as a host path to bind: "/" would put
-        # pip's cache, and the chmod that opens a new volume up, on the host's root.
-        if not _VOLUME_NAME.fullmatch(self.pip_cache_volume):
-            raise ConfigError(
-                f"OPFORGE_PIP_CACHE_VOLUME={self.pip_cache_volume!r} is not a Docker volume "
-                "name (letters, digits, '_', '.' and '-', starting with a letter or digit)",
-                hint=f"set it to a volume name, e.g. {PIP_CACHE_VOLUME}, or unset it",
-            )
 
     def gpu_requests(self) -> list:
         """A request for every GPU when the engine has the NVIDIA runtime, else none."""

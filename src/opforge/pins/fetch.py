@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -339,9 +339,7 @@ class Fetcher:
                 f"no whole answer within {self.settings.deadline:g} s (--deadline)"
             ) from None
         except requests.exceptions.ConnectionError as exc:
-            raise DocumentUnavailable(
-                _describe_connection_error(url, exc, self.settings.proxy_spellings)
-            ) from None
+            raise DocumentUnavailable(_describe_connection_error(url, exc, self.settings)) from None
         except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
             raise DocumentUnavailable(type(exc).__name__) from None
 
@@ -607,12 +605,10 @@ class Fetcher:
             raise _Permanent("not a valid URL (the pin's, or one it redirected to)") from None
         except requests.exceptions.ConnectionError as exc:
             budget.check()
-            if "CERTIFICATE_VERIFY_FAILED" in str(exc):
-                # No retry makes the server's certificate one to trust.
-                raise _Untrusted(_untrusted(url, str(exc), self.settings.ca_bundle)) from None
-            raise _Transient(
-                _describe_connection_error(url, exc, self.settings.proxy_spellings)
-            ) from None
+            described = _describe_connection_error(url, exc, self.settings)
+            if _UNTRUSTED in str(exc):
+                raise _Untrusted(described) from None  # no retry makes it one to trust
+            raise _Transient(described) from None
         except (requests.exceptions.Timeout, urllib3.exceptions.TimeoutError):
             budget.check()
             raise _Transient(f"timed out after {timeout:g}s") from None
@@ -735,11 +731,15 @@ def _untrusted(url: str, error: str, ca_bundle: str | None) -> str:
 _NO_ISSUER = ("unable to get local issuer", "self-signed", "self signed")
 
 
-def _describe_connection_error(url: str, exc: Exception, spellings: Mapping[str, str]) -> str:
+# requests' words for a server certificate that failed verification.
+_UNTRUSTED = "CERTIFICATE_VERIFY_FAILED"
+
+
+def _describe_connection_error(url: str, exc: Exception, settings: FetchSettings) -> str:
     text = str(exc)
     host = _host(url)
     if "ProxyError" in type(exc).__name__ or "Unable to connect to proxy" in text:
-        used = proxy_in_use(url, spellings)
+        used = proxy_in_use(url, settings.proxy_spellings)
         if used is None:
             return "cannot reach the proxy (check HTTP_PROXY/HTTPS_PROXY)"
         name, value = used
@@ -748,7 +748,9 @@ def _describe_connection_error(url: str, exc: Exception, spellings: Mapping[str,
         return f"connection refused by {host}"
     if "Name or service not known" in text or "nodename nor servname" in text:
         return f"host {host} not found"
-    if "SSLError" in type(exc).__name__ or "CERTIFICATE_VERIFY_FAILED" in text:
+    if _UNTRUSTED in text:
+        return _untrusted(url, text, settings.ca_bundle)
+    if "SSLError" in type(exc).__name__:
         return f"TLS verification failed for {host} (set REQUESTS_CA_BUNDLE to your CA bundle)"
     if "IncompleteRead" in text or "Connection broken" in text:
         return "connection broken mid-transfer"

@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from opforge.errors import ConfigError, PinError
+from opforge.hosts import host_name_problem
 from opforge.requirements import has_control_character
 from opforge.yamlfile import read_yaml_file
 
@@ -109,12 +110,8 @@ def url_problem(url: object) -> str | None:
         return f"not a valid URL ({exc})"
     if not parts.hostname:
         return "no host in the URL"
-    if ":" not in parts.hostname:
-        try:
-            parts.hostname.encode("idna")
-        except UnicodeError:
-            return f"host {parts.hostname!r} has an empty part or one over 63 characters"
-    return None
+    problem = host_name_problem(parts.hostname)
+    return None if problem is None else f"host {parts.hostname!r} {problem}"
 
 
 def _where(path: Path, *keys: str) -> str:

@@ -707,8 +707,8 @@ def _converted(name: str, a, b, dtype: torch.dtype, device) -> tuple:
         # kernel rounds it to the dtype (7e4 is inf in float16), its backward multiplies by it
         # as given. Folded as mul's scale, rounded for the forward (the product is the same
         # either way round), as given for the backward.
-        number = a.item() if isinstance(a, torch.Tensor) else a
-        scale = rounded_on_cpu("mul", float(number), dtype, b)
+        number = float(a.item() if isinstance(a, torch.Tensor) else a)
+        scale = number if _holds(number, dtype) else rounded_on_cpu("mul", number, dtype, b)
         return (b if b.dtype == dtype else b.to(dtype)), scale, None
     if (
         dtype in _HALF
