@@ -25,6 +25,7 @@ from tests.conftest import REPO
 PACKAGE = REPO / "src" / "opforge"
 # Lowest first; a module may import only from its own unit or a lower layer.
 LAYERS = (
+    {"hosts"},
     {
         "errors",
         "frameworks",
