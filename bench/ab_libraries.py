@@ -1,12 +1,12 @@
 """A/B of kernel-library builds on one GPU: bench/gpu_new_ops.py's cases (and bench/gpu.py's
-argmax cases, group `argmax`, softmax-over-columns cases, group `columns`, and batch_norm
-cases, group `batch_norm`) for each library
+argmax cases, group `argmax`, long-row softmax cases, group `rows`, softmax-over-columns cases,
+group `columns`, and batch_norm cases, group `batch_norm`) for each library
 in turn, alternating over several rounds in one process, so two builds are compared on the same
 card, the same clocks and the same data sizes (between separate runs a row moves by up to 5%).
 
 Run on a CUDA machine with two or more builds of libopforge_kernels.so:
     python bench/ab_libraries.py --library base=PATH --library new=PATH [--rounds 3]
-        [--only norm|gelu|binary|argmax|columns|batch_norm ...] [--out DIR]
+        [--only norm|gelu|binary|argmax|rows|columns|batch_norm ...] [--out DIR]
 Each round times every library (the order rotating from round to round), each case checked
 against torch's output as gpu_new_ops does; the table gives, per case and library, the median
 time over the rounds, its spread (min-max) and % of the device-to-device copy rate. Writes a new
@@ -30,7 +30,7 @@ from results_file import save
 from opforge.kernels.abi import KernelLibrary
 
 REPO = Path(__file__).resolve().parent.parent
-GROUPS = (*gpu_new_ops.GROUPS, "argmax", "columns", "batch_norm")
+GROUPS = (*gpu_new_ops.GROUPS, "argmax", "rows", "columns", "batch_norm")
 
 
 def named_library(text: str) -> tuple[str, Path]:
@@ -48,12 +48,14 @@ def within_tolerance(row: dict) -> bool:
 
 
 def _gpu_rows(lib: KernelLibrary, group: str) -> list[dict]:
-    """bench/gpu.py's argmax cases (``group`` "argmax"), softmax-over-columns cases ("columns")
-    or batch_norm cases ("batch_norm"), as rows like gpu_new_ops' (``correct``: within
+    """bench/gpu.py's argmax cases (``group`` "argmax"), long-row softmax cases ("rows"),
+    softmax-over-columns cases ("columns") or batch_norm cases ("batch_norm"), as rows like gpu_new_ops' (``correct``: within
     tolerance, every index torch's)."""
     bench = gpu.Bench(lib, gpu.copy_bandwidth(1 << 28))
     if group == "argmax":
         gpu.time_argmax(bench, gpu.ARGMAX_ISSUE_CASES + gpu.ARGMAX_GOOD_CASES)
+    elif group == "rows":
+        gpu.time_softmax_rows(bench, gpu.SOFTMAX_ROW_ISSUE_CASES)
     elif group == "batch_norm":
         gpu.time_batch_norm(
             bench,
@@ -85,7 +87,7 @@ def run_groups(lib: KernelLibrary, groups: tuple[str, ...]) -> list[dict]:
             {**r, "correct": within_tolerance(r)}
             for r in gpu_new_ops.run(lib, False, new_ops)["rows"]
         ]
-    for group in ("argmax", "columns", "batch_norm"):
+    for group in ("argmax", "rows", "columns", "batch_norm"):
         if group in groups:
             rows += _gpu_rows(lib, group)
     return rows

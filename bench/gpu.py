@@ -143,7 +143,8 @@ class Bench:
         a, b = torch.randn(n, device="cuda", dtype=dt), torch.randn(n, device="cuda", dtype=dt)
         out = torch.empty_like(a)
         da, db, do = desc(a), desc(b), desc(out)
-        self.lib.call("add", a=da, b=db, alpha=0.5, out=do, stream=s)
+        ours = self.lib.bind("add", a=da, b=db, alpha=0.5, out=do, stream=s)
+        ours()
         err = max_rel_err(out, torch.add(a, b, alpha=0.5))
         self.record(
             f"add 2^{n.bit_length() - 1}",
@@ -151,7 +152,7 @@ class Bench:
             f"2^{n.bit_length() - 1}",
             name,
             3 * n * a.element_size(),
-            lambda: self.lib.call("add", a=da, b=db, alpha=0.5, out=do, stream=s),
+            ours,
             lambda: torch.add(a, b, alpha=0.5, out=out),
             err,
         )
@@ -163,7 +164,8 @@ class Bench:
         if not backward:
             y = torch.empty_like(x)
             dx_, dy_ = desc(x), desc(y)
-            self.lib.call("softmax", x=dx_, dim=dim, y=dy_, stream=s)
+            ours = self.lib.bind("softmax", x=dx_, dim=dim, y=dy_, stream=s)
+            ours()
             err = max_rel_err(every(y, dim), torch.softmax(every(x, dim).double(), dim))
             self.record(
                 label,
@@ -171,7 +173,7 @@ class Bench:
                 size,
                 name,
                 2 * x.numel() * x.element_size(),
-                lambda: self.lib.call("softmax", x=dx_, dim=dim, y=dy_, stream=s),
+                ours,
                 lambda: torch.softmax(x, dim),
                 err,
             )
@@ -179,7 +181,8 @@ class Bench:
         ref = torch.softmax(x, dim)
         g, gx = torch.randn_like(x), torch.empty_like(x)
         dr, dg, dgx = desc(ref), desc(g), desc(gx)
-        self.lib.call("softmax_backward", y=dr, dy=dg, dim=dim, dx=dgx, stream=s)
+        ours = self.lib.bind("softmax_backward", y=dr, dy=dg, dim=dim, dx=dgx, stream=s)
+        ours()
         yd, gd = every(ref, dim).double(), every(g, dim).double()
         err = max_rel_err(every(gx, dim), yd * (gd - (gd * yd).sum(dim, keepdim=True)))
         self.record(
@@ -188,7 +191,7 @@ class Bench:
             size,
             name,
             3 * x.numel() * x.element_size(),
-            lambda: self.lib.call("softmax_backward", y=dr, dy=dg, dim=dim, dx=dgx, stream=s),
+            ours,
             lambda: torch.ops.aten._softmax_backward_data(g, ref, dim, x.dtype),
             err,
         )
@@ -199,7 +202,8 @@ class Bench:
         shape = () if dim is None else tuple(n for i, n in enumerate(x.shape) if i != dim % x.dim())
         idx = torch.empty(shape, dtype=torch.int64, device="cuda")
         dx_, di = desc(x), desc(idx)
-        self.lib.call("argmax", x=dx_, dim=dim, keepdim=False, out=di, stream=s)
+        ours = self.lib.bind("argmax", x=dx_, dim=dim, keepdim=False, out=di, stream=s)
+        ours()
         wrong = wrong_indices(x, idx, torch.argmax(x) if dim is None else torch.argmax(x, dim), dim)
         self.record(
             label,
@@ -207,7 +211,7 @@ class Bench:
             "x".join(map(str, x.shape)),
             name,
             x.numel() * x.element_size(),
-            lambda: self.lib.call("argmax", x=dx_, dim=dim, keepdim=False, out=di, stream=s),
+            ours,
             (lambda: torch.argmax(x)) if dim is None else (lambda: torch.argmax(x, dim)),
             wrong,
         )
@@ -224,16 +228,15 @@ class Bench:
         d = [desc(t) for t in (x, w, bias, rm, rv, y, sm, si)]
         size, item = "x".join(map(str, shape)), x.element_size()
 
-        def ours():
-            self.lib.call(
-                "batch_norm",
-                **dict(zip(BN_IN, d[:5], strict=True)),
-                training=True,
-                momentum=0.1,
-                eps=1e-5,
-                **dict(zip(BN_OUT, d[5:], strict=True)),
-                stream=s,
-            )
+        ours = self.lib.bind(
+            "batch_norm",
+            **dict(zip(BN_IN, d[:5], strict=True)),
+            training=True,
+            momentum=0.1,
+            eps=1e-5,
+            **dict(zip(BN_OUT, d[5:], strict=True)),
+            stream=s,
+        )
 
         def native():
             return F.batch_norm(x, trm, trv, w, bias, True, 0.1, 1e-5)
@@ -255,14 +258,13 @@ class Bench:
         dw, db = torch.empty(c, device="cuda"), torch.empty(c, device="cuda")
         bd = [desc(t) for t in (gy, x, w, sm, si, gx, dw, db)]
 
-        def ours_bwd():
-            self.lib.call(
-                "batch_norm_backward",
-                **dict(zip(BN_BWD_IN, bd[:5], strict=True)),
-                training=True,
-                **dict(zip(BN_BWD_OUT, bd[5:], strict=True)),
-                stream=s,
-            )
+        ours_bwd = self.lib.bind(
+            "batch_norm_backward",
+            **dict(zip(BN_BWD_IN, bd[:5], strict=True)),
+            training=True,
+            **dict(zip(BN_BWD_OUT, bd[5:], strict=True)),
+            stream=s,
+        )
 
         def native_bwd():
             return torch.ops.aten.native_batch_norm_backward(
@@ -287,16 +289,15 @@ class Bench:
         smi, sii = torch.empty(c, device="cuda"), torch.empty(c, device="cuda")
         di = [desc(t) for t in (x, w, bias, rm, rv, yi, smi, sii)]
 
-        def ours_infer():
-            self.lib.call(
-                "batch_norm",
-                **dict(zip(BN_IN, di[:5], strict=True)),
-                training=False,
-                momentum=0.1,
-                eps=1e-5,
-                **dict(zip(BN_OUT, di[5:], strict=True)),
-                stream=s,
-            )
+        ours_infer = self.lib.bind(
+            "batch_norm",
+            **dict(zip(BN_IN, di[:5], strict=True)),
+            training=False,
+            momentum=0.1,
+            eps=1e-5,
+            **dict(zip(BN_OUT, di[5:], strict=True)),
+            stream=s,
+        )
 
         def native_infer():
             return F.batch_norm(x, rm, rv, w, bias, False, 0.1, 1e-5)
@@ -331,6 +332,24 @@ ARGMAX_GOOD_CASES = (
     ("argmax dim -1", (4096, 32768), torch.float32, -1),
     ("argmax dim -1", (4096, 32768), torch.bfloat16, -1),
 )
+
+
+# Softmax over long rows, (label, shape, dtype, backward, row_stride): issue 15's. `row_stride`:
+# the rows are a slice of rows that long (a vocabulary padded to a multiple of 64), else None.
+SOFTMAX_ROW_ISSUE_CASES = (
+    ("softmax LM-head logits, dim -1", (32768, 50257), torch.bfloat16, False, None),
+    ("softmax LM-head logits backward", (32768, 50257), torch.bfloat16, True, None),
+    ("softmax padded-vocab slice, dim -1", (8192, 50257), torch.bfloat16, False, 50304),
+)
+
+
+def time_softmax_rows(bench: Bench, cases: tuple, q: int = 1) -> None:
+    """bench.softmax along dim -1 over ``cases``, the rows divided by ``q``."""
+    for label, (rows, length), dtype, backward, row_stride in cases:
+        x = torch.randn(rows // q, row_stride or length, device="cuda", dtype=dtype)[:, :length]
+        # A build whose C ABI still refuses strided CUDA tensors notes the slice as refused.
+        bench.run_case(bench.softmax, label, x, -1, backward)
+        del x
 
 
 # Softmax over columns, (label, shape, dtype, dim, backward, transposed): issue 15's, then the
@@ -406,19 +425,7 @@ def run(lib: KernelLibrary, quick: bool) -> dict:
         return torch.randn(*shape, device="cuda", dtype=dtype)
 
     print("issue 15's cases:")
-    bench.softmax(
-        "softmax LM-head logits, dim -1", randn(32768 // q, 50257, dtype=torch.bfloat16), -1
-    )
-    bench.softmax(
-        "softmax LM-head logits backward",
-        randn(32768 // q, 50257, dtype=torch.bfloat16),
-        -1,
-        backward=True,
-    )
-    # Views: a build whose C ABI still refuses strided CUDA tensors notes them as refused.
-    padded = randn(8192 // q, 50304, dtype=torch.bfloat16)[:, :50257]
-    bench.run_case(bench.softmax, "softmax padded-vocab slice, dim -1", padded, -1)
-    del padded
+    time_softmax_rows(bench, SOFTMAX_ROW_ISSUE_CASES, q)
     time_softmax_columns(bench, SOFTMAX_COLUMN_ISSUE_CASES, q)
     time_argmax(bench, ARGMAX_ISSUE_CASES, q)
     time_batch_norm(bench, BATCH_NORM_ISSUE_CASES, q)

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from gpu import bench_options, copy_bandwidth, desc, library_on_device, max_rel_err, time_ms
 from results_file import save
 
-from opforge.kernels.abi import KernelLibrary
+from opforge.kernels.abi import BoundCall, KernelLibrary
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 NORM_SHAPES = [(16384, 4096), (4096, 8192)]
@@ -42,9 +42,9 @@ class Bench:
         self.stream = torch.cuda.current_stream().cuda_stream
         self.rows: list[dict] = []
 
-    def call(self, op: str, **tensors_and_scalars) -> None:
-        """One call of the library on torch's current stream."""
-        self.lib.call(op, stream=self.stream, **tensors_and_scalars)
+    def bind(self, op: str, **tensors_and_scalars) -> BoundCall:
+        """The library's op with these arguments, on torch's current stream, ready to call."""
+        return self.lib.bind(op, stream=self.stream, **tensors_and_scalars)
 
     def record(self, op, size, dtype, bytes_moved, ours, native, errors: dict) -> None:
         """Time both callables and keep the row."""
@@ -91,8 +91,7 @@ class Bench:
         }
         outs = {"y": desc(y), "mean": desc(mean), "rstd": desc(rstd)}
 
-        def ours():
-            self.call("layer_norm", **args, **outs)
+        ours = self.bind("layer_norm", **args, **outs)
 
         def native():
             return torch.native_layer_norm(x, [n], w, b, EPS)
@@ -123,8 +122,7 @@ class Bench:
         }
         bouts = {"dx": desc(dx), "dweight": desc(dw), "dbias": desc(db)}
 
-        def ours_bwd():
-            self.call("layer_norm_backward", **bargs, **bouts)
+        ours_bwd = self.bind("layer_norm_backward", **bargs, **bouts)
 
         def native_bwd():
             return torch.ops.aten.native_layer_norm_backward(
@@ -151,8 +149,7 @@ class Bench:
         args = {"x": desc(x), "normalized_shape": [n], "weight": desc(w), "eps": EPS}
         outs = {"y": desc(y), "rstd": desc(rstd)}
 
-        def ours():
-            self.call("rms_norm", **args, **outs)
+        ours = self.bind("rms_norm", **args, **outs)
 
         def native():
             return torch.ops.aten._fused_rms_norm(x, [n], w, EPS)
@@ -173,8 +170,7 @@ class Bench:
             "weight": desc(w),
         }
 
-        def ours_bwd():
-            self.call("rms_norm_backward", **bargs, dx=desc(dx), dweight=desc(dw))
+        ours_bwd = self.bind("rms_norm_backward", **bargs, dx=desc(dx), dweight=desc(dw))
 
         def native_bwd():
             return torch.ops.aten._fused_rms_norm_backward(dy, x, [n], tr, w, [True, True])
@@ -194,8 +190,7 @@ class Bench:
         dy, dx = torch.randn_like(x), torch.empty_like(x)
         dxx, dyy, ddy, ddx = desc(x), desc(y), desc(dy), desc(dx)
 
-        def ours():
-            self.call("gelu", x=dxx, approximate=approximate, y=dyy)
+        ours = self.bind("gelu", x=dxx, approximate=approximate, y=dyy)
 
         def native():
             return F.gelu(x, approximate=approximate)
@@ -204,8 +199,7 @@ class Bench:
         errors = {"y": max_rel_err(y, native())}
         self.record(f"gelu[{approximate}]", size, name, 2 * count * item, ours, native, errors)
 
-        def ours_bwd():
-            self.call("gelu_backward", dy=ddy, x=dxx, approximate=approximate, dx=ddx)
+        ours_bwd = self.bind("gelu_backward", dy=ddy, x=dxx, approximate=approximate, dx=ddx)
 
         def native_bwd():
             return torch.ops.aten.gelu_backward(dy, x, approximate=approximate)
@@ -227,8 +221,7 @@ class Bench:
         scalars = {"alpha": 1.0} if op == "add" else {"scale": 1.0}
         native_fn = torch.add if op == "add" else torch.mul
 
-        def ours():
-            self.call(op, a=da, b=db, out=do, **scalars)
+        ours = self.bind(op, a=da, b=db, out=do, **scalars)
 
         def native():
             return native_fn(a, b, out=out)

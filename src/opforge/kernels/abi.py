@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -304,7 +304,17 @@ class KernelLibrary:
 
     def call(self, op: str, *, stream: int | None = None, **arguments) -> None:
         """Run ``op``: its inputs, scalars and outputs by name (outputs as Tensors to fill)."""
-        self._run(op, arguments, infer=False, stream=stream)
+        self.bind(op, stream=stream, **arguments)()
+
+    def bind(self, op: str, *, stream: int | None = None, **arguments) -> BoundCall:
+        """``op`` with these arguments, checked and converted once: a callable that runs it.
+
+        For a call repeated on the same buffers (a benchmark's): each run is one C call, with none
+        of ``call``'s Python argument work, which takes longer than a small kernel on the GPU.
+        """
+        return BoundCall(
+            self, *self._prepared(op, arguments, infer=False, stream=stream), arguments
+        )
 
     def infer(self, op: str, **arguments) -> dict[str, OutputInfo]:
         """Check ``op``'s arguments (no outputs given) and describe its outputs."""
@@ -314,7 +324,7 @@ class KernelLibrary:
             outputs[name] = Tensor(
                 DLTensor(None, DLDevice(0, 0), 0, DLDataType(0, 0, 0), shape, None, 0), (shape,)
             )
-        self._run(op, {**arguments, **outputs}, infer=True)
+        self._invoke(*self._prepared(op, {**arguments, **outputs}, infer=True))
         return {
             name: OutputInfo(
                 tuple(t.desc.shape[i] for i in range(t.desc.ndim)),
@@ -330,7 +340,10 @@ class KernelLibrary:
             )
         return self.signatures[op]
 
-    def _run(self, op: str, arguments: dict, infer: bool, stream: int | None = None) -> None:
+    def _prepared(
+        self, op: str, arguments: dict, infer: bool, stream: int | None = None
+    ) -> tuple[Callable[..., int], list]:
+        """The C function for ``op`` and its argument values, checked."""
         signature = self._signature(op)
         fn_name = f"opforge_{op}"
         expected = {name for name, _ in signature["params"]} | set(signature["outputs"])
@@ -347,10 +360,29 @@ class KernelLibrary:
             values += _c_values(fn_name, name, "tensor!", arguments.get(name))
         if not infer:
             values.append(_stream(fn_name, stream))
-        fn = getattr(self._lib, f"{fn_name}{'_infer' if infer else ''}")
+        return getattr(self._lib, f"{fn_name}{'_infer' if infer else ''}"), values
+
+    def _invoke(self, fn: Callable[..., int], values: list) -> None:
+        """fn(*values); a status other than OK raises KernelError with the library's message."""
         status = fn(*values)
         if status != 0:
             raise KernelError(status, self._lib.opforge_last_error().decode("utf-8", "replace"))
+
+
+class BoundCall:
+    """One op of a KernelLibrary with its arguments converted (``KernelLibrary.bind``); calling it
+    runs the op. It holds the arguments' Tensors, so their buffers live as long as it does."""
+
+    __slots__ = ("_arguments", "_fn", "_library", "_values")
+
+    def __init__(
+        self, library: KernelLibrary, fn: Callable[..., int], values: list, arguments: dict
+    ) -> None:
+        self._library, self._fn, self._values, self._arguments = library, fn, values, arguments
+
+    def __call__(self) -> None:
+        """Run the op; a status other than OK raises KernelError."""
+        self._library._invoke(self._fn, self._values)
 
 
 def _describe(value: object) -> str:
