@@ -17,8 +17,8 @@ struct BatchNorm {
   const Tensor* bias = nullptr;
   Tensor* running_mean = nullptr;
   Tensor* running_var = nullptr;
-  Tensor* save_mean = nullptr;     // training forward: written; backward: read
-  Tensor* save_invstd = nullptr;   // training forward: written; backward: read
+  Tensor* save_mean = nullptr;     // forward: written (inference: the statistics used); backward: read
+  Tensor* save_invstd = nullptr;   // forward: written (inference: the statistics used); backward: read
   Tensor* dweight = nullptr;
   Tensor* dbias = nullptr;
   double momentum = 0.0;

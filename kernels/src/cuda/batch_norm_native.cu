@@ -13,7 +13,7 @@
 //   the chunks and the channel's S columns (in float64), writes save_mean/save_invstd, updates
 //   the running statistics (unbiased variance) and expands y = (x - mean) * scale + shift into
 //   per-column coefficients; a last pass applies them.
-// - inference: the coefficients from the running statistics, then the same last pass (with
+// - inference: the same last pass, its coefficients from the running statistics (with
 //   spatial dims a multiple of the pack: one per channel, applied as an elementwise pass).
 // - backward: sums of dy and dy * (x - mean) per column and chunk; a warp per channel merges
 //   them into dbias, dweight and dx = (dy - mean(dy)) * a + (x - mean) * b per column.
@@ -183,32 +183,61 @@ __global__ void bn_finalize_training(const Welford* __restrict__ partial, int64_
   for (int64_t s = lane; s < spatial; s += 32) coef[c * spatial + s] = a;
 }
 
-// Inference: coefficients of each column from the running statistics.
-__global__ void bn_prepare_inference(int64_t channels, int64_t spatial, ChannelVec weight,
-                                     ChannelVec bias, ChannelVec running_mean,
-                                     ChannelVec running_var, double eps,
-                                     Affine* __restrict__ coef) {
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= channels * spatial) return;
-  const int64_t c = j / spatial;
-  const double invstd = 1.0 / sqrt(static_cast<double>(running_var[c]) + eps);
-  const double w = weight.p != nullptr ? weight[c] : 1.0;
-  const double b = bias.p != nullptr ? bias[c] : 0.0;
-  coef[j] = Affine{running_mean[c], static_cast<float>(w * invstd), static_cast<float>(b)};
+// Training: the coefficients pass 2 wrote, a column each.
+struct CoefTable {
+  const Affine* __restrict__ coef;
+  __device__ __forceinline__ Affine operator()(int64_t col, bool) const { return coef[col]; }
+};
+
+// Inference: a column's coefficients from its channel's running statistics, computed where they
+// are applied (a launch of their own, and one for the saved statistics, cost a tenth of a
+// 100 MB pass). In float, as torch's CUDA kernels take them: every thread computes a few, and in
+// double the square roots and divisions held a 4-D pass 7% longer. The caller that `owns` a
+// channel's first column (one per grid) also returns the statistics used as the saved ones.
+struct RunningCoef {
+  ChannelVec weight, bias, running_mean, running_var, save_mean, save_invstd;
+  float eps;
+  int64_t spatial;
+
+  __device__ __forceinline__ float invstd(int64_t c) const {
+    return 1.0f / sqrtf(running_var[c] + eps);
+  }
+
+  __device__ __forceinline__ void save(int64_t c, float invstd) const {
+    if (save_mean.p != nullptr) save_mean[c] = running_mean[c];
+    if (save_invstd.p != nullptr) save_invstd[c] = invstd;
+  }
+
+  __device__ __forceinline__ Affine operator()(int64_t col, bool owner) const {
+    const int64_t c = col / spatial;
+    const float is = invstd(c);
+    if (owner && col - c * spatial == 0) save(c, is);
+    const float w = weight.p != nullptr ? weight[c] : 1.0f;
+    const float b = bias.p != nullptr ? bias[c] : 0.0f;
+    return Affine{running_mean[c], w * is, b};
+  }
+};
+
+// Inference on an empty batch: only the saved statistics.
+__global__ void bn_save_running(RunningCoef coef, int64_t channels) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c < channels) coef.save(c, coef.invstd(c));
 }
 
-// Last forward pass: y from x and the column coefficients.
-template <class T, int V>
+// Last forward pass: y from x and the column coefficients (a CoefTable or RunningCoef). Warp 0
+// of the first chunk owns its columns.
+template <class T, int V, class Coef>
 __global__ void __launch_bounds__(kColThreads)
     bn_apply(const T* __restrict__ x, int64_t x_row, T* __restrict__ y, int64_t y_row, int64_t rows,
-             int64_t cols, int64_t chunk_rows, const Affine* __restrict__ coef) {
+             int64_t cols, int64_t chunk_rows, Coef coef) {
   using P = Pack<T, V>;
   const int64_t col = column_of_thread<V>();
   if (col >= cols) return;  // no barrier follows
   const int64_t begin = column_chunk(true) * chunk_rows;
+  const bool owner = blockIdx.y == 0 && threadIdx.x < 32;
   Affine a[V];
 #pragma unroll
-  for (int j = 0; j < V; ++j) a[j] = coef[col + j];
+  for (int j = 0; j < V; ++j) a[j] = coef(col + j, owner);
   P buf[kColUnroll];
   for_column_rows(
       begin, std::min(rows, begin + chunk_rows),
@@ -225,17 +254,23 @@ __global__ void __launch_bounds__(kColThreads)
 
 // Inference with spatial dims (S > 1): y from x and each channel's coefficients, as an
 // elementwise pass over each row's packs (kApplyUnroll in flight per thread) with the rows along
-// grid.y. A pack lies in one channel (S a multiple of V): channel = column / S. Per-column
+// grid.y. A pack lies in one channel (S a multiple of V), whose coefficients each thread takes
+// once for all its rows; the blocks of row 0 own the channels' first packs. Per-column
 // coefficients (bn_apply) would read 12 bytes per column for only the few rows of a batch of
 // images.
 template <class T, int V>
 __global__ void __launch_bounds__(kApplyThreads)
     bn_apply_channels(const T* __restrict__ x, int64_t x_row, T* __restrict__ y, int64_t y_row,
-                      int64_t rows, int64_t packs, int64_t spatial_packs,
-                      const Affine* __restrict__ coef) {
+                      int64_t rows, int64_t packs, RunningCoef coef) {
   using P = Pack<T, V>;
   const int64_t first =
       static_cast<int64_t>(blockIdx.x) * kApplyThreads * kApplyUnroll + threadIdx.x;
+  Affine a[kApplyUnroll];
+#pragma unroll
+  for (int u = 0; u < kApplyUnroll; ++u) {
+    const int64_t k = first + static_cast<int64_t>(u) * kApplyThreads;
+    if (k < packs) a[u] = coef(k * V, blockIdx.y == 0);
+  }
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     const P* xr = reinterpret_cast<const P*>(x + r * x_row);
     T* yr = y + r * y_row;
@@ -249,11 +284,10 @@ __global__ void __launch_bounds__(kApplyThreads)
     for (int u = 0; u < kApplyUnroll; ++u) {
       const int64_t k = first + static_cast<int64_t>(u) * kApplyThreads;
       if (k < packs) {
-        const Affine a = coef[k / spatial_packs];
         P res;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          res.v[j] = from_f<T>((to_f(buf[u].v[j]) - a.mean) * a.scale + a.shift);
+          res.v[j] = from_f<T>((to_f(buf[u].v[j]) - a[u].mean) * a[u].scale + a[u].shift);
         }
         store_global(yr + k * V, res);
       }
@@ -885,8 +919,16 @@ opforge_status training(Pass& p, int64_t x_row, int64_t y_row) {
       channel_vec(bn.running_mean), channel_vec(bn.running_var), channel_vec(bn.save_mean),
       channel_vec(bn.save_invstd), bn.momentum, bn.eps, coef);
   bn_apply<T, V><<<grid, kColThreads, 0, p.stream>>>(x, x_row, bn.out->ptr<T>(), y_row, bn.n, cols,
-                                                     g.chunk_rows, coef);
+                                                     g.chunk_rows, CoefTable{coef});
   return check_launch(p.op);
+}
+
+// The inference coefficients of bn's columns (S of them a channel).
+RunningCoef running_coef(const BatchNorm& bn) {
+  return RunningCoef{channel_vec(bn.weight),      channel_vec(bn.bias),
+                     channel_vec(bn.running_mean), channel_vec(bn.running_var),
+                     channel_vec(bn.save_mean),    channel_vec(bn.save_invstd),
+                     static_cast<float>(bn.eps),   std::max<int64_t>(bn.s, 1)};
 }
 
 template <class T, int V>
@@ -894,29 +936,17 @@ opforge_status inference(Pass& p, int64_t x_row, int64_t y_row) {
   const BatchNorm& bn = p.bn;
   const int64_t cols = bn.c * bn.s;
   if (bn.s > 1 && bn.s % V == 0) {
-    Affine* coef = nullptr;
-    const cudaError_t e = p.workspace(bn.c, &coef);
-    if (e != cudaSuccess) return cuda_failure(p.op, "cudaMallocAsync (workspace)", e);
-    bn_prepare_inference<<<static_cast<unsigned>(ceil_div(bn.c, 256)), 256, 0, p.stream>>>(
-        bn.c, 1, channel_vec(bn.weight), channel_vec(bn.bias), channel_vec(bn.running_mean),
-        channel_vec(bn.running_var), bn.eps, coef);
     const int64_t packs = cols / V;
     const dim3 grid(static_cast<unsigned>(ceil_div(packs, kApplyThreads * kApplyUnroll)),
                     static_cast<unsigned>(std::min(bn.n, kMaxGridY)));
     bn_apply_channels<T, V><<<grid, kApplyThreads, 0, p.stream>>>(
-        bn.x->ptr<T>(), x_row, bn.out->ptr<T>(), y_row, bn.n, packs, bn.s / V, coef);
+        bn.x->ptr<T>(), x_row, bn.out->ptr<T>(), y_row, bn.n, packs, running_coef(bn));
     return check_launch(p.op);
   }
   const ColumnGrid g = column_grid(cols, bn.n, V, p.dev);
-  Affine* coef = nullptr;
-  const cudaError_t e = p.workspace(cols, &coef);
-  if (e != cudaSuccess) return cuda_failure(p.op, "cudaMallocAsync (workspace)", e);
-  bn_prepare_inference<<<static_cast<unsigned>(ceil_div(cols, 256)), 256, 0, p.stream>>>(
-      bn.c, bn.s, channel_vec(bn.weight), channel_vec(bn.bias), channel_vec(bn.running_mean),
-      channel_vec(bn.running_var), bn.eps, coef);
   const dim3 grid(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.chunks));
   bn_apply<T, V><<<grid, kColThreads, 0, p.stream>>>(bn.x->ptr<T>(), x_row, bn.out->ptr<T>(), y_row,
-                                                     bn.n, cols, g.chunk_rows, coef);
+                                                     bn.n, cols, g.chunk_rows, running_coef(bn));
   return check_launch(p.op);
 }
 
@@ -991,8 +1021,13 @@ opforge_status native_batch_norm_forward_training(const BatchNorm& bn, cudaStrea
 
 opforge_status native_batch_norm_forward_inference(const BatchNorm& bn, cudaStream_t stream) {
   Pass p(kInference, bn, stream);
-  opforge_status st = p.begin();
-  if (st != OPFORGE_OK || bn.x->numel() == 0) return st;
+  const opforge_status st = p.begin();
+  if (st != OPFORGE_OK || bn.c == 0) return st;
+  if (bn.x->numel() == 0) {
+    bn_save_running<<<static_cast<unsigned>(ceil_div(bn.c, 256)), 256, 0, stream>>>(
+        running_coef(bn), bn.c);
+    return check_launch(p.op);
+  }
   int64_t x_row = 0, y_row = 0;
   if (!plane_rows(*bn.x, &x_row) || !plane_rows(*bn.out, &y_row)) {
     return through_dense(

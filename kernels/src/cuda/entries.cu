@@ -22,16 +22,6 @@ Channels channels(const Tensor* t) {
   return t == nullptr ? Channels{} : Channels{t->ptr<float>(), t->strides[0]};
 }
 
-// Inference: the statistics used, returned as the saved ones.
-__global__ void inference_statistics(Channels running_mean, Channels running_var, float eps,
-                                     Channels save_mean, Channels save_invstd, int64_t c) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < c) {
-    save_mean[i] = running_mean[i];
-    save_invstd[i] = rsqrtf(running_var[i] + eps);
-  }
-}
-
 constexpr int kFrozenThreads = 256;
 
 // Backward of the inference forward, one block per channel: the statistics are constants, so
@@ -111,16 +101,8 @@ opforge_status batch_norm(const ops::BatchNorm& args, void* stream) {
   bn.momentum = args.momentum;
   bn.eps = args.eps;
   set_batch_norm_shape(*args.x, bn);
-  if (args.training) return batch_norm_forward_training(bn, stream);
-  DeviceGuard guard(args.x->device.device_id);
-  if (guard.status() != cudaSuccess) return cuda_failure("opforge_batch_norm", "cudaSetDevice", guard.status());
-  const opforge_status s = batch_norm_forward_inference(bn, stream);
-  if (s != OPFORGE_OK || bn.c == 0) return s;
-  inference_statistics<<<static_cast<unsigned>((bn.c + 255) / 256), 256, 0,
-                         static_cast<cudaStream_t>(stream)>>>(
-      channels(args.running_mean), channels(args.running_var), static_cast<float>(args.eps),
-      channels(args.save_mean), channels(args.save_invstd), bn.c);
-  return check_launch("opforge_batch_norm");
+  return args.training ? batch_norm_forward_training(bn, stream)
+                       : batch_norm_forward_inference(bn, stream);
 }
 
 opforge_status batch_norm_backward(const ops::BatchNormBackward& args, void* stream) {
