@@ -244,12 +244,15 @@ CONFORMANCE = [
     # batch_norm training through cuDNN: samples of 256 KB, more than a block's shared memory
     case("batch_norm", (4, 2, 256, 256), "float32", training=True, momentum=0.1, eps=1e-5),
     case("batch_norm_backward", (4, 2, 256, 256), "float32", training=True),
-    # batch_norm inference with spatial dims, native: per-channel coefficients over packs (S a
+    # batch_norm inference, native, each pass computing its coefficients and returning the
+    # running statistics as the saved ones: with spatial dims per channel over packs (S a
     # multiple of the pack), over single elements (S = 81), per column (S = 36, bfloat16 packs of
-    # 8); more rows than a grid's y dimension
+    # 8); more rows than a grid's y dimension; 2-D; an empty batch (saved statistics alone)
     *[
         case("batch_norm", shape, d, training=False, momentum=0.1, eps=1e-5)
         for shape, d in (
+            ((300, 70), "float32"),
+            ((0, 5, 4), "float32"),
             ((8, 12, 10, 10), "float32"),
             ((8, 12, 10, 10), "bfloat16"),
             ((4, 6, 9, 9), "float32"),
@@ -499,6 +502,41 @@ def test_argmax_whole_tensor_as_one_row(gpu_library, memory, torch, dtype):
     )
     torch.cuda.synchronize()
     assert int(out) == 2_500_000
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("layout", ["warp-rows", "segments-offset"])
+def test_argmax_two_byte_packs(gpu_library, memory, torch, dtype, layout):
+    """2-byte rows go a pack of 8 at a time (its largest value first, the winning pack scanned
+    at the end): ties within a pack and across a lane's packs, NaNs, signed zeros, infinities,
+    and (a slice 3 elements in) elements before and after the packs."""
+    # Warp rows take packs where rows are a whole number of them apart.
+    length, offset, width = (1000, 0, 1008) if layout == "warp-rows" else (3001, 3, 3009)
+    base = torch.full((8, width), -5.0, device="cuda")
+    x = base[:, offset : offset + length]
+    x[0, 17] = x[0, 19] = 7.0  # twice in one pack
+    x[1, 9] = x[1, 9 + 32 * 8] = x[1, 9 + 64 * 8] = 7.0  # one lane's packs (warp rows)
+    x[2, 300], x[2, 40], x[2, 500] = float("nan"), float("nan"), 9.0
+    x[3] = -1.0
+    x[3, 99], x[3, 101] = -0.0, 0.0
+    x[4] = float("-inf")
+    x[5, length - 1] = 3.0  # the last element: after the packs when sliced
+    x[6, 1], x[6, 50], x[6, 51] = 3.0, float("inf"), float("nan")
+    x[7] = torch.randint(-3, 3, (length,), generator=seeded(torch, "argmax-packs"), device="cuda")
+    x = base.to(dtype_of(torch, dtype))[:, offset : offset + length]
+    out = torch.full((8,), -7, dtype=torch.int64, device="cuda")
+    call(
+        gpu_library.call,
+        "argmax",
+        x=desc(x),
+        dim=-1,
+        keepdim=False,
+        out=desc(out),
+        stream=memory.stream,
+    )
+    torch.cuda.synchronize()
+    assert out.tolist()[:7] == [17, 9, 40, 99, 0, length - 1, 51]
+    assert torch.equal(out, numpy_argmax(torch, x, -1))
 
 
 def test_argmax_signed_zeros_and_infinities(gpu_library, memory, torch):

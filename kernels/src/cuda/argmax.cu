@@ -10,6 +10,7 @@
 //   split into chunks when the tiles alone cannot fill the GPU, merged by a second kernel.
 // - anything else: through a contiguous copy.
 #include <climits>
+#include <type_traits>
 
 #include "backends.hpp"
 #include "cuda/columns.cuh"
@@ -44,6 +45,49 @@ __device__ __forceinline__ void take(Best& best, float v, int64_t index) {
   const int32_t key = order_key(v);
   if (key > best.key) best = Best{key, index};
 }
+
+// A thread's best, taken a pack of N elements at a time (each thread's indices increasing). For
+// 2-byte floats the pack's largest value comes first, two lanes an instruction (NaN winning),
+// and a pack whose value wins is kept whole, its element found once at the end: keying every
+// element (twice float32's elements a byte), or scanning each winning pack (with 32 lanes, one
+// of them wins at most packs), kept bfloat16 rows at two thirds of copy speed, short of issue
+// slots.
+template <class T, int N>
+struct PackBest {
+  static constexpr bool kPairs = sizeof(T) == 2 && N % 2 == 0;
+  Best best = worst();  // kPairs: the key of `pack`, the index of its first element
+  Pack<T, N> pack;
+
+  __device__ __forceinline__ void take(const Pack<T, N>& p, int64_t index) {
+    if constexpr (kPairs) {
+      using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+      const T2* pairs = reinterpret_cast<const T2*>(p.v);
+      T2 m = pairs[0];
+#pragma unroll
+      for (int j = 1; j < N / 2; ++j) m = __hmax2_nan(m, pairs[j]);
+      const int32_t key = order_key(nan_max(to_f(m.x), to_f(m.y)));
+      if (key > best.key) {
+        best = Best{key, index};
+        pack = p;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < N; ++j) ::opforge::cuda::take(best, to_f(p.v[j]), index + j);
+    }
+  }
+
+  // The element: the first of the kept pack with its key.
+  __device__ __forceinline__ Best result() const {
+    if constexpr (kPairs) {
+      if (best.key == INT32_MIN) return best;
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        if (order_key(to_f(pack.v[j])) == best.key) return Best{best.key, best.index + j};
+      }
+    }
+    return best;
+  }
+};
 
 // The better of two candidates: the larger key, then the lower index.
 __device__ __forceinline__ Best better(Best a, Best b) {
@@ -85,7 +129,7 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
   if (row >= rows) return;  // whole warps leave; no block-wide barrier follows
   const P* px = reinterpret_cast<const P*>(x + row * x_row);
   const int64_t packs = len / N;
-  Best best = worst();
+  PackBest<T, N> mine;
   for (int64_t start = lane; start < packs; start += 32 * kUnroll) {
     P v[kUnroll];
 #pragma unroll
@@ -96,23 +140,21 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t p = start + static_cast<int64_t>(u) * 32;
-      if (p < packs) {
-#pragma unroll
-        for (int j = 0; j < N; ++j) take(best, to_f(v[u].v[j]), p * N + j);
-      }
+      if (p < packs) mine.take(v[u], p * N);
     }
   }
-  best = warp_best(best);
+  const Best best = warp_best(mine.result());
   if (lane == 0) out[row * out_row] = best.index;
 }
 
-// Calls f(value, i) for each i in [begin, end) of `p`, spread over the block's kThreads threads:
-// the elements before the first 16-byte boundary and after the last one singly, the rest as
-// 16-byte packs, kUnroll in flight per thread. `p` need only be aligned to its element size.
-// Each thread sees its indices in increasing order.
-template <class T, int kThreads, class F>
+// Calls one(value, i) or packed(pack, i) for each element i or 16-byte pack from i on of
+// [begin, end) of `p`, spread over the block's kThreads threads: the elements before the first
+// 16-byte boundary and after the last one singly, the rest as packs, kUnroll in flight per
+// thread. `p` need only be aligned to its element size. Each thread sees its indices in
+// increasing order.
+template <class T, int kThreads, class One, class Packed>
 __device__ __forceinline__ void for_segment(const T* __restrict__ p, int64_t begin, int64_t end,
-                                            F&& f) {
+                                            One&& one, Packed&& packed) {
   constexpr int N = kVec<T>;
   using P = Pack<T, N>;
   const int64_t n = end - begin;
@@ -121,7 +163,7 @@ __device__ __forceinline__ void for_segment(const T* __restrict__ p, int64_t beg
   const int64_t head = std::min<int64_t>(
       n, static_cast<int64_t>((16 - reinterpret_cast<uintptr_t>(q) % 16) % 16 / sizeof(T)));
   const int64_t t = threadIdx.x;
-  if (t < head) f(to_f(q[t]), begin + t);
+  if (t < head) one(to_f(q[t]), begin + t);
   const int64_t packs = (n - head) / N;
   const P* body = reinterpret_cast<const P*>(q + head);
   for (int64_t k = t; k < packs; k += static_cast<int64_t>(kThreads) * kUnroll) {
@@ -134,14 +176,11 @@ __device__ __forceinline__ void for_segment(const T* __restrict__ p, int64_t beg
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t kk = k + static_cast<int64_t>(u) * kThreads;
-      if (kk < packs) {
-#pragma unroll
-        for (int j = 0; j < N; ++j) f(to_f(v[u].v[j]), begin + head + kk * N + j);
-      }
+      if (kk < packs) packed(v[u], begin + head + kk * N);
     }
   }
   const int64_t tail = head + packs * N;  // fewer than N elements remain after it
-  if (tail + t < n) f(to_f(q[tail + t]), begin + tail + t);
+  if (tail + t < n) one(to_f(q[tail + t]), begin + tail + t);
 }
 
 // Longer rows: block b takes segment b % splits of row b / splits. With one segment per row it
@@ -154,10 +193,12 @@ __global__ void __launch_bounds__(kSegmentThreads)
   const int64_t row = blockIdx.x / splits;
   const int64_t begin = (blockIdx.x % splits) * segment;
   if (partial != nullptr) allow_dependents();  // argmax_merge_segments follows
-  Best best = worst();
+  Best single = worst();  // the elements before the first 16-byte boundary and after the last
+  PackBest<T, kVec<T>> packed;
   for_segment<T, kSegmentThreads>(x + row * x_row, begin, std::min(len, begin + segment),
-                                  [&](float v, int64_t i) { take(best, v, i); });
-  best = block_best<kSegmentThreads>(best);
+                                  [&](float v, int64_t i) { take(single, v, i); },
+                                  [&](const auto& v, int64_t i) { packed.take(v, i); });
+  const Best best = block_best<kSegmentThreads>(better(single, packed.result()));
   if (threadIdx.x == 0) {
     if (partial != nullptr) {
       partial[blockIdx.x] = best;
