@@ -793,3 +793,30 @@ def test_softmax_refuses_a_dtype_argument_it_cannot_compute_naming_it(mode, fn):
         TypeError, match=r"opforge\.mindspore\.softmax: dtype=(int32|float64) is not"
     ):
         call(ours, mode)(f32(2, 3))
+
+
+def _layer_norm_weight_of_4(m, x, w):
+    return m.layer_norm(x, (3,), w)
+
+
+def _rms_norm_gamma_of_4(m, x, w):
+    return m.rms_norm(x, w)[0]
+
+
+@pytest.mark.parametrize("fn", [_layer_norm_weight_of_4, _rms_norm_gamma_of_4])
+def test_a_weight_that_does_not_fit_raises_runtime_error_as_mindspores_ops(mode, fn):
+    # MindSpore's C++ shape inference raises RuntimeError for these; opforge's error is that and
+    # a ValueError, naming the function.
+    x, w = f32(2, 3), f32(4)
+
+    def ours(*values):
+        return fn(ofm, *values)
+
+    def native(*values):
+        return fn(ops, *values)
+
+    with pytest.raises(RuntimeError):
+        call(native, mode)(x, w).asnumpy()
+    with pytest.raises(ofm.InvalidArgumentError, match=r"^opforge\.mindspore\.(layer|rms)_norm: "):
+        call(ours, mode)(x, w)
+    assert issubclass(ofm.InvalidArgumentError, ValueError)

@@ -154,6 +154,12 @@ def memo(function: Callable) -> Callable:
     return call
 
 
+class InvalidArgumentError(ValueError, RuntimeError):
+    """Arguments the kernels refuse, a shape that does not fit another, say. A ValueError, and a
+    RuntimeError as well: MindSpore's own ops raise that for the mismatches their C++ shape
+    inference finds (layer_norm's weight, rms_norm's gamma), ValueError for others."""
+
+
 def _fail(fn: str, message: str, kind: type[Exception] = ValueError) -> Exception:
     return kind(f"opforge.mindspore.{fn}: {message}")
 
@@ -348,7 +354,7 @@ def prepare(op: str, fn: str, metas: tuple, scalars: tuple) -> Tensor:
     except KernelError as exc:
         message = _in_parameters(fn, exc.message.removeprefix(f"opforge_{op}: "))
         raise _fail(
-            fn, message, TypeError if exc.status_name == "INVALID_DTYPE" else ValueError
+            fn, message, TypeError if exc.status_name == "INVALID_DTYPE" else InvalidArgumentError
         ) from None
     items = [
         ("flag", arguments[name] is not None)
