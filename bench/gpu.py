@@ -24,7 +24,7 @@ import torch
 from results_file import save
 
 from opforge.kernels import optable
-from opforge.kernels.abi import KDL_CUDA, KernelError, KernelLibrary, Tensor
+from opforge.kernels.abi import KDL_CUDA, BoundCall, KernelError, KernelLibrary, Tensor
 from opforge.kernels.signatures import c_signatures
 
 REPO = Path(__file__).resolve().parent.parent
@@ -225,18 +225,21 @@ class Bench:
         rm, rv = torch.zeros(c, device="cuda"), torch.ones(c, device="cuda")
         trm, trv = rm.clone(), rv.clone()
         sm, si = torch.empty(c, device="cuda"), torch.empty(c, device="cuda")
-        d = [desc(t) for t in (x, w, bias, rm, rv, y, sm, si)]
         size, item = "x".join(map(str, shape)), x.element_size()
 
-        ours = self.lib.bind(
-            "batch_norm",
-            **dict(zip(BN_IN, d[:5], strict=True)),
-            training=True,
-            momentum=0.1,
-            eps=1e-5,
-            **dict(zip(BN_OUT, d[5:], strict=True)),
-            stream=s,
-        )
+        def forward(tensors: tuple, training: bool) -> BoundCall:
+            d = [desc(t) for t in tensors]
+            return self.lib.bind(
+                "batch_norm",
+                **dict(zip(BN_IN, d[:5], strict=True)),
+                training=training,
+                momentum=0.1,
+                eps=1e-5,
+                **dict(zip(BN_OUT, d[5:], strict=True)),
+                stream=s,
+            )
+
+        ours = forward((x, w, bias, rm, rv, y, sm, si), True)
 
         def native():
             return F.batch_norm(x, trm, trv, w, bias, True, 0.1, 1e-5)
@@ -287,17 +290,7 @@ class Bench:
 
         yi = torch.empty_like(x)
         smi, sii = torch.empty(c, device="cuda"), torch.empty(c, device="cuda")
-        di = [desc(t) for t in (x, w, bias, rm, rv, yi, smi, sii)]
-
-        ours_infer = self.lib.bind(
-            "batch_norm",
-            **dict(zip(BN_IN, di[:5], strict=True)),
-            training=False,
-            momentum=0.1,
-            eps=1e-5,
-            **dict(zip(BN_OUT, di[5:], strict=True)),
-            stream=s,
-        )
+        ours_infer = forward((x, w, bias, rm, rv, yi, smi, sii), False)
 
         def native_infer():
             return F.batch_norm(x, rm, rv, w, bias, False, 0.1, 1e-5)

@@ -504,6 +504,22 @@ def test_argmax_whole_tensor_as_one_row(gpu_library, memory, torch, dtype):
     assert int(out) == 2_500_000
 
 
+def argmax_rows(gpu_library, memory, torch, x):
+    """The library's argmax of each row of the 2-D CUDA tensor x, once computed."""
+    out = torch.full((x.shape[0],), -7, dtype=torch.int64, device="cuda")
+    call(
+        gpu_library.call,
+        "argmax",
+        x=desc(x),
+        dim=-1,
+        keepdim=False,
+        out=desc(out),
+        stream=memory.stream,
+    )
+    torch.cuda.synchronize()
+    return out
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("layout", ["warp-rows", "segments-offset"])
 def test_argmax_two_byte_packs(gpu_library, memory, torch, dtype, layout):
@@ -524,17 +540,7 @@ def test_argmax_two_byte_packs(gpu_library, memory, torch, dtype, layout):
     x[6, 1], x[6, 50], x[6, 51] = 3.0, float("inf"), float("nan")
     x[7] = torch.randint(-3, 3, (length,), generator=seeded(torch, "argmax-packs"), device="cuda")
     x = base.to(dtype_of(torch, dtype))[:, offset : offset + length]
-    out = torch.full((8,), -7, dtype=torch.int64, device="cuda")
-    call(
-        gpu_library.call,
-        "argmax",
-        x=desc(x),
-        dim=-1,
-        keepdim=False,
-        out=desc(out),
-        stream=memory.stream,
-    )
-    torch.cuda.synchronize()
+    out = argmax_rows(gpu_library, memory, torch, x)
     assert out.tolist()[:7] == [17, 9, 40, 99, 0, length - 1, 51]
     assert torch.equal(out, numpy_argmax(torch, x, -1))
 
@@ -546,18 +552,7 @@ def test_argmax_signed_zeros_and_infinities(gpu_library, memory, torch):
         device="cuda",
     )
     x = torch.cat([x, torch.full((4, 2000), float("-inf"), device="cuda")], dim=1)  # block rows
-    out = torch.full((4,), -7, dtype=torch.int64, device="cuda")
-    call(
-        gpu_library.call,
-        "argmax",
-        x=desc(x),
-        dim=-1,
-        keepdim=False,
-        out=desc(out),
-        stream=memory.stream,
-    )
-    torch.cuda.synchronize()
-    assert out.tolist() == [0, 0, 0, 1]
+    assert argmax_rows(gpu_library, memory, torch, x).tolist() == [0, 0, 0, 1]
 
 
 # ---------------------------------------------------------------------------------------------
