@@ -339,6 +339,47 @@ def test_two_outputs_sharing_memory_are_refused(cpu_library):
     )
 
 
+def inference_aliases(x: np.ndarray, layout: str) -> tuple[dict, dict]:
+    """batch_norm inference arguments whose saved statistics share the parameters' memory
+    (``layout`` "same-view": save_invstd is running_var and save_mean is weight; "interleaved":
+    save_mean[c] is weight[c + 1], strided views the C ABI does not check), and the expected
+    y, save_mean and save_invstd, from the parameters as they were."""
+    channels = x.shape[1]
+    rng = np.random.default_rng(7)
+    rm = rng.standard_normal(channels).astype(np.float32)
+    rv = (rng.random(channels) + 0.5).astype(np.float32)
+    bias = rng.standard_normal(channels).astype(np.float32)
+    shared = (rng.random(2 * channels + 2) + 0.5).astype(np.float32)
+    weight = shared[0 : 2 * channels : 2]
+    invstd = 1.0 / np.sqrt(rv.astype(np.float64) + 1e-5)
+    shape = (1, channels) + (1,) * (x.ndim - 2)
+    y = (x - rm.reshape(shape)) * (invstd * weight).reshape(shape) + bias.reshape(shape)
+    expected = {"y": y, "save_mean": rm.copy(), "save_invstd": invstd}
+    given = {"weight": weight, "bias": bias, "running_mean": rm, "running_var": rv}
+    if layout == "same-view":
+        given.update(save_mean=weight, save_invstd=rv)
+    else:
+        given.update(save_mean=shared[2 : 2 * channels + 2 : 2], save_invstd=np.empty_like(rv))
+    return given, expected
+
+
+@pytest.mark.parametrize("layout", ["same-view", "interleaved"])
+def test_inference_saved_statistics_may_share_the_parameters_memory(cpu_library, layout):
+    x = f32(4, 6, 5)
+    given, expected = inference_aliases(x, layout)
+    y = np.empty_like(x)
+    batch_norm(
+        cpu_library,
+        x,
+        training=False,
+        y=t(y),
+        **{name: t(array) for name, array in given.items()},
+    )
+    np.testing.assert_allclose(y, expected["y"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(given["save_mean"], expected["save_mean"], rtol=1e-6)
+    np.testing.assert_allclose(given["save_invstd"], expected["save_invstd"], rtol=1e-6)
+
+
 def test_infer_describes_outputs_and_checks_like_the_op(cpu_library):
     info = cpu_library.infer("argmax", x=Tensor.meta((3, 4, 5), "float16"), dim=-2, keepdim=True)
     assert info["out"].shape == (3, 1, 5) and info["out"].dtype == "int64"

@@ -727,3 +727,53 @@ def test_batch_norm_empty_batch_zeroes_strided_statistics(gpu_library, memory, t
     assert sm.tolist() == [0.0] * 5 and si.tolist() == [0.0] * 5
     assert rm.tolist() == [0.25] * 5 and rv.tolist() == [2.0] * 5
     assert torch.isnan(sm._base[1::2]).all()  # the elements between stay untouched
+
+
+@pytest.mark.parametrize("layout", ["same-view", "interleaved"])
+@pytest.mark.parametrize("shape", [(4, 6, 5), (4, 6, 8), (300, 6), (0, 6, 4)])
+def test_batch_norm_inference_saved_statistics_sharing_the_parameters(
+    gpu_library, memory, torch, shape, layout
+):
+    """Saved statistics that are the parameters' memory (the C ABI allows exactly the same view,
+    and leaves interleaved strided views unchecked: save_mean[c] is weight[c + 1]) are written
+    after every read, on each inference path: per column, per channel's packs, 2-D, and an
+    empty batch."""
+    gen = seeded(torch, f"bn-aliases-{shape}-{layout}")
+    channels = shape[1]
+    x = torch.randn(*shape, generator=gen, device="cuda")
+    rm = torch.randn(channels, generator=gen, device="cuda")
+    rv = torch.rand(channels, generator=gen, device="cuda") + 0.5
+    bias = torch.randn(channels, generator=gen, device="cuda")
+    shared = torch.rand(2 * channels + 2, generator=gen, device="cuda") + 0.5
+    weight = shared[0 : 2 * channels : 2]
+    invstd = 1 / torch.sqrt(rv.double() + 1e-5)
+    per_channel = (1, channels) + (1,) * (x.dim() - 2)
+    expected_y = (x.double() - rm.double().view(per_channel)) * (invstd * weight.double()).view(
+        per_channel
+    ) + bias.double().view(per_channel)
+    expected_mean = rm.clone()
+    if layout == "same-view":
+        save_mean, save_invstd = weight, rv
+    else:
+        save_mean, save_invstd = shared[2 : 2 * channels + 2 : 2], torch.empty_like(rv)
+    y = torch.empty_like(x)
+    call(
+        gpu_library.call,
+        "batch_norm",
+        x=desc(x),
+        weight=desc(weight),
+        bias=desc(bias),
+        running_mean=desc(rm),
+        running_var=desc(rv),
+        training=False,
+        momentum=0.1,
+        eps=1e-5,
+        y=desc(y),
+        save_mean=desc(save_mean),
+        save_invstd=desc(save_invstd),
+        stream=memory.stream,
+    )
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y.double(), expected_y, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(save_mean, expected_mean)
+    torch.testing.assert_close(save_invstd.double(), invstd, rtol=1e-6, atol=0)

@@ -52,17 +52,6 @@ bool dense(const Tensor& t) {
   return true;
 }
 
-// The byte range [first, last] a tensor's elements occupy.
-std::pair<const char*, const char*> byte_span(const Tensor& t) {
-  int64_t lo = 0, hi = 0;
-  for (int i = 0; i < t.ndim(); ++i) {
-    const int64_t reach = (t.shape[i] - 1) * t.strides[i];
-    (reach < 0 ? lo : hi) += reach;
-  }
-  const int64_t item = std::max<int64_t>(1, t.dl_dtype.bits / 8);
-  return {t.data + lo * item, t.data + hi * item + item - 1};
-}
-
 bool same_view(const Tensor& a, const Tensor& b) {
   return a.data == b.data && a.shape == b.shape && a.strides == b.strides &&
          same_dtype(a.dl_dtype, b.dl_dtype);
@@ -399,12 +388,6 @@ void Call::no_overlap(std::initializer_list<Named> written, std::initializer_lis
     }
   }
   if (mode_ == kInfer) return;
-  auto spans_meet = [](const Tensor& a, const Tensor& b) {
-    if (a.numel() == 0 || b.numel() == 0) return false;
-    const auto [a_lo, a_hi] = byte_span(a);
-    const auto [b_lo, b_hi] = byte_span(b);
-    return !(a_hi < b_lo || b_hi < a_lo);
-  };
   // Interleaved strided views can share a span without sharing an element; only gap-free
   // tensors are known to collide. A tensor updated in place is refused on any shared span: a
   // missed collision there reads a value already updated (running statistics are small).

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/dtype.hpp"
@@ -46,6 +47,25 @@ struct Tensor {
     return reinterpret_cast<T*>(data);
   }
 };
+
+// The byte range [first, last] a tensor's elements occupy.
+inline std::pair<const char*, const char*> byte_span(const Tensor& t) {
+  int64_t lo = 0, hi = 0;
+  for (int i = 0; i < t.ndim(); ++i) {
+    const int64_t reach = (t.shape[i] - 1) * t.strides[i];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  const int64_t item = std::max<int64_t>(1, t.dl_dtype.bits / 8);
+  return {t.data + lo * item, t.data + hi * item + item - 1};
+}
+
+// Whether the byte ranges of a's and b's elements meet (they may share an element).
+inline bool spans_meet(const Tensor& a, const Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  const auto [a_lo, a_hi] = byte_span(a);
+  const auto [b_lo, b_hi] = byte_span(b);
+  return !(a_hi < b_lo || b_hi < a_lo);
+}
 
 inline std::string shape_string(const std::vector<int64_t>& shape) {
   std::ostringstream out;

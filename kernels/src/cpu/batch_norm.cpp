@@ -76,13 +76,24 @@ void batch_norm_forward_inference(const BatchNorm& bn) {
     using T = decltype(tag);
     const T* px = x.ptr<T>();
     T* py = y.ptr<T>();
+    // Every parameter is read before any saved statistic is written: the C ABI lets those
+    // outputs share the parameters' memory (exactly the same view, or interleaved strides).
+    struct Coef {
+      double mean, invstd, w, b;
+    };
+    std::vector<Coef> coef(static_cast<size_t>(bn.c));
+    for (int64_t c = 0; c < bn.c; ++c) {
+      coef[c] = Coef{at(bn.running_mean, c),
+                     1.0 / std::sqrt(double(at(bn.running_var, c)) + bn.eps),
+                     weight_or(bn.weight, c, 1.0), weight_or(bn.bias, c, 0.0)};
+    }
+    for (int64_t c = 0; c < bn.c; ++c) {
+      at(bn.save_mean, c) = static_cast<float>(coef[c].mean);
+      at(bn.save_invstd, c) = static_cast<float>(coef[c].invstd);
+    }
     for (int64_t c = 0; c < bn.c; ++c) {
       const int64_t cx = c * x.strides[1], cy = c * y.strides[1];
-      const double mean = at(bn.running_mean, c);
-      const double invstd = 1.0 / std::sqrt(double(at(bn.running_var, c)) + bn.eps);
-      at(bn.save_mean, c) = static_cast<float>(mean);
-      at(bn.save_invstd, c) = static_cast<float>(invstd);
-      const double w = weight_or(bn.weight, c, 1.0), b = weight_or(bn.bias, c, 0.0);
+      const auto [mean, invstd, w, b] = coef[c];
       for (const auto& o : offsets) {
         const double xhat = (double(to_float(px[cx + o[0]])) - mean) * invstd;
         py[cy + o[1]] = from_float<T>(static_cast<float>(xhat * w + b));

@@ -203,25 +203,32 @@ struct RunningCoef {
     return 1.0f / sqrtf(running_var[c] + eps);
   }
 
-  __device__ __forceinline__ void save(int64_t c, float invstd) const {
-    if (save_mean.p != nullptr) save_mean[c] = running_mean[c];
+  __device__ __forceinline__ void save(int64_t c, float mean, float invstd) const {
+    if (save_mean.p != nullptr) save_mean[c] = mean;
     if (save_invstd.p != nullptr) save_invstd[c] = invstd;
   }
 
   __device__ __forceinline__ Affine operator()(int64_t col, bool owner) const {
     const int64_t c = col / spatial;
-    const float is = invstd(c);
-    if (owner && col - c * spatial == 0) save(c, is);
+    const float mean = running_mean[c], is = invstd(c);
     const float w = weight.p != nullptr ? weight[c] : 1.0f;
     const float b = bias.p != nullptr ? bias[c] : 0.0f;
-    return Affine{running_mean[c], w * is, b};
+    if (owner && col - c * spatial == 0) save(c, mean, is);
+    return Affine{mean, w * is, b};
   }
 };
 
-// Inference on an empty batch: only the saved statistics.
-__global__ void bn_save_running(RunningCoef coef, int64_t channels) {
+// The saved statistics on their own (an empty batch, or outputs that may share the parameters'
+// memory): every channel's read into `staged` by one kernel, written by the next.
+__global__ void bn_stage_running(RunningCoef coef, int64_t channels, float2* __restrict__ staged) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c < channels) coef.save(c, coef.invstd(c));
+  if (c < channels) staged[c] = make_float2(coef.running_mean[c], coef.invstd(c));
+}
+
+__global__ void bn_write_saved(RunningCoef coef, int64_t channels,
+                               const float2* __restrict__ staged) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c < channels) coef.save(c, staged[c].x, staged[c].y);
 }
 
 // Last forward pass: y from x and the column coefficients (a CoefTable or RunningCoef). Warp 0
@@ -923,31 +930,65 @@ opforge_status training(Pass& p, int64_t x_row, int64_t y_row) {
   return check_launch(p.op);
 }
 
-// The inference coefficients of bn's columns (S of them a channel).
-RunningCoef running_coef(const BatchNorm& bn) {
-  return RunningCoef{channel_vec(bn.weight),      channel_vec(bn.bias),
-                     channel_vec(bn.running_mean), channel_vec(bn.running_var),
-                     channel_vec(bn.save_mean),    channel_vec(bn.save_invstd),
-                     static_cast<float>(bn.eps),   std::max<int64_t>(bn.s, 1)};
+// The inference coefficients of bn's columns (S of them a channel); with `saves` false they
+// leave the saved statistics alone.
+RunningCoef running_coef(const BatchNorm& bn, bool saves) {
+  return RunningCoef{channel_vec(bn.weight),
+                     channel_vec(bn.bias),
+                     channel_vec(bn.running_mean),
+                     channel_vec(bn.running_var),
+                     channel_vec(saves ? bn.save_mean : nullptr),
+                     channel_vec(saves ? bn.save_invstd : nullptr),
+                     static_cast<float>(bn.eps),
+                     std::max<int64_t>(bn.s, 1)};
+}
+
+// Whether a saved statistic may share memory with a parameter the pass reads: the C ABI lets an
+// inference output be exactly an input's view, and leaves interleaved strided views unchecked.
+// The pass then leaves the saved statistics to kernels after it, so that no thread reads a value
+// another has already replaced.
+bool saves_after_pass(const BatchNorm& bn) {
+  for (const Tensor* out : {bn.save_mean, bn.save_invstd}) {
+    for (const Tensor* in : std::initializer_list<const Tensor*>{bn.weight, bn.bias,
+                                                                 bn.running_mean, bn.running_var}) {
+      if (out != nullptr && in != nullptr && spans_meet(*out, *in)) return true;
+    }
+  }
+  return false;
+}
+
+// The saved statistics alone: read, then written by a second kernel.
+opforge_status save_running(Pass& p) {
+  float2* staged = nullptr;
+  const cudaError_t e = p.workspace(p.bn.c, &staged);
+  if (e != cudaSuccess) return cuda_failure(p.op, "cudaMallocAsync (workspace)", e);
+  const auto blocks = static_cast<unsigned>(ceil_div(p.bn.c, 256));
+  const RunningCoef coef = running_coef(p.bn, true);
+  bn_stage_running<<<blocks, 256, 0, p.stream>>>(coef, p.bn.c, staged);
+  bn_write_saved<<<blocks, 256, 0, p.stream>>>(coef, p.bn.c, staged);
+  return check_launch(p.op);
 }
 
 template <class T, int V>
 opforge_status inference(Pass& p, int64_t x_row, int64_t y_row) {
   const BatchNorm& bn = p.bn;
   const int64_t cols = bn.c * bn.s;
+  const bool later = saves_after_pass(bn);
+  const RunningCoef coef = running_coef(bn, !later);
   if (bn.s > 1 && bn.s % V == 0) {
     const int64_t packs = cols / V;
     const dim3 grid(static_cast<unsigned>(ceil_div(packs, kApplyThreads * kApplyUnroll)),
                     static_cast<unsigned>(std::min(bn.n, kMaxGridY)));
     bn_apply_channels<T, V><<<grid, kApplyThreads, 0, p.stream>>>(
-        bn.x->ptr<T>(), x_row, bn.out->ptr<T>(), y_row, bn.n, packs, running_coef(bn));
-    return check_launch(p.op);
+        bn.x->ptr<T>(), x_row, bn.out->ptr<T>(), y_row, bn.n, packs, coef);
+  } else {
+    const ColumnGrid g = column_grid(cols, bn.n, V, p.dev);
+    const dim3 grid(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.chunks));
+    bn_apply<T, V><<<grid, kColThreads, 0, p.stream>>>(
+        bn.x->ptr<T>(), x_row, bn.out->ptr<T>(), y_row, bn.n, cols, g.chunk_rows, coef);
   }
-  const ColumnGrid g = column_grid(cols, bn.n, V, p.dev);
-  const dim3 grid(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.chunks));
-  bn_apply<T, V><<<grid, kColThreads, 0, p.stream>>>(bn.x->ptr<T>(), x_row, bn.out->ptr<T>(), y_row,
-                                                     bn.n, cols, g.chunk_rows, running_coef(bn));
-  return check_launch(p.op);
+  const opforge_status st = check_launch(p.op);
+  return st == OPFORGE_OK && later ? save_running(p) : st;
 }
 
 template <class T, int V>
@@ -1023,11 +1064,7 @@ opforge_status native_batch_norm_forward_inference(const BatchNorm& bn, cudaStre
   Pass p(kInference, bn, stream);
   const opforge_status st = p.begin();
   if (st != OPFORGE_OK || bn.c == 0) return st;
-  if (bn.x->numel() == 0) {
-    bn_save_running<<<static_cast<unsigned>(ceil_div(bn.c, 256)), 256, 0, stream>>>(
-        running_coef(bn), bn.c);
-    return check_launch(p.op);
-  }
+  if (bn.x->numel() == 0) return save_running(p);
   int64_t x_row = 0, y_row = 0;
   if (!plane_rows(*bn.x, &x_row) || !plane_rows(*bn.out, &y_row)) {
     return through_dense(
