@@ -340,10 +340,11 @@ def test_two_outputs_sharing_memory_are_refused(cpu_library):
 
 
 def inference_aliases(x: np.ndarray, layout: str) -> tuple[dict, dict]:
-    """batch_norm inference arguments whose saved statistics share the parameters' memory
+    """batch_norm inference arguments whose saved statistics share the inputs' memory
     (``layout`` "same-view": save_invstd is running_var and save_mean is weight; "interleaved":
-    save_mean[c] is weight[c + 1], strided views the C ABI does not check), and the expected
-    y, save_mean and save_invstd, from the parameters as they were."""
+    save_mean[c] is weight[c + 1], strided views the C ABI does not check; "in-x": save_mean is
+    every 20th element of x), and the expected y, save_mean and save_invstd, from the inputs as
+    they were."""
     channels = x.shape[1]
     rng = np.random.default_rng(7)
     rm = rng.standard_normal(channels).astype(np.float32)
@@ -358,13 +359,15 @@ def inference_aliases(x: np.ndarray, layout: str) -> tuple[dict, dict]:
     given = {"weight": weight, "bias": bias, "running_mean": rm, "running_var": rv}
     if layout == "same-view":
         given.update(save_mean=weight, save_invstd=rv)
-    else:
+    elif layout == "interleaved":
         given.update(save_mean=shared[2 : 2 * channels + 2 : 2], save_invstd=np.empty_like(rv))
+    else:
+        given.update(save_mean=x.reshape(-1)[::20], save_invstd=np.empty_like(rv))
     return given, expected
 
 
-@pytest.mark.parametrize("layout", ["same-view", "interleaved"])
-def test_inference_saved_statistics_may_share_the_parameters_memory(cpu_library, layout):
+@pytest.mark.parametrize("layout", ["same-view", "interleaved", "in-x"])
+def test_inference_saved_statistics_may_share_the_inputs_memory(cpu_library, layout):
     x = f32(4, 6, 5)
     given, expected = inference_aliases(x, layout)
     y = np.empty_like(x)

@@ -76,8 +76,8 @@ void batch_norm_forward_inference(const BatchNorm& bn) {
     using T = decltype(tag);
     const T* px = x.ptr<T>();
     T* py = y.ptr<T>();
-    // Every parameter is read before any saved statistic is written: the C ABI lets those
-    // outputs share the parameters' memory (exactly the same view, or interleaved strides).
+    // Every parameter and x are read before any saved statistic is written: the C ABI lets
+    // those outputs share their memory (exactly the same view, or interleaved strides).
     struct Coef {
       double mean, invstd, w, b;
     };
@@ -88,16 +88,16 @@ void batch_norm_forward_inference(const BatchNorm& bn) {
                      weight_or(bn.weight, c, 1.0), weight_or(bn.bias, c, 0.0)};
     }
     for (int64_t c = 0; c < bn.c; ++c) {
-      at(bn.save_mean, c) = static_cast<float>(coef[c].mean);
-      at(bn.save_invstd, c) = static_cast<float>(coef[c].invstd);
-    }
-    for (int64_t c = 0; c < bn.c; ++c) {
       const int64_t cx = c * x.strides[1], cy = c * y.strides[1];
       const auto [mean, invstd, w, b] = coef[c];
       for (const auto& o : offsets) {
         const double xhat = (double(to_float(px[cx + o[0]])) - mean) * invstd;
         py[cy + o[1]] = from_float<T>(static_cast<float>(xhat * w + b));
       }
+    }
+    for (int64_t c = 0; c < bn.c; ++c) {
+      at(bn.save_mean, c) = static_cast<float>(coef[c].mean);
+      at(bn.save_invstd, c) = static_cast<float>(coef[c].invstd);
     }
   });
 }

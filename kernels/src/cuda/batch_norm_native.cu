@@ -943,14 +943,14 @@ RunningCoef running_coef(const BatchNorm& bn, bool saves) {
                      std::max<int64_t>(bn.s, 1)};
 }
 
-// Whether a saved statistic may share memory with a parameter the pass reads: the C ABI lets an
-// inference output be exactly an input's view, and leaves interleaved strided views unchecked.
-// The pass then leaves the saved statistics to kernels after it, so that no thread reads a value
-// another has already replaced.
+// Whether a saved statistic may share memory with x or a parameter the pass reads: the C ABI
+// lets an inference output be exactly an input's view, and leaves interleaved strided views
+// unchecked. The pass then leaves the saved statistics to kernels after it, so that no thread
+// reads a value another has already replaced.
 bool saves_after_pass(const BatchNorm& bn) {
   for (const Tensor* out : {bn.save_mean, bn.save_invstd}) {
-    for (const Tensor* in : std::initializer_list<const Tensor*>{bn.weight, bn.bias,
-                                                                 bn.running_mean, bn.running_var}) {
+    for (const Tensor* in : std::initializer_list<const Tensor*>{
+             bn.x, bn.weight, bn.bias, bn.running_mean, bn.running_var}) {
       if (out != nullptr && in != nullptr && spans_meet(*out, *in)) return true;
     }
   }
