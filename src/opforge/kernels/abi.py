@@ -302,6 +302,10 @@ class KernelLibrary:
         """Whether the library's CUDA batch_norm can use cuDNN."""
         return bool(self._lib.opforge_has_cudnn())
 
+    def last_error(self) -> str:
+        """The message of the library's last refused call on this thread."""
+        return self._lib.opforge_last_error().decode("utf-8", "replace")
+
     def call(self, op: str, *, stream: int | None = None, **arguments) -> None:
         """Run ``op``: its inputs, scalars and outputs by name (outputs as Tensors to fill)."""
         self.bind(op, stream=stream, **arguments)()
@@ -324,7 +328,8 @@ class KernelLibrary:
             outputs[name] = Tensor(
                 DLTensor(None, DLDevice(0, 0), 0, DLDataType(0, 0, 0), shape, None, 0), (shape,)
             )
-        self._invoke(*self._prepared(op, {**arguments, **outputs}, infer=True))
+        all_arguments = {**arguments, **outputs}
+        BoundCall(self, *self._prepared(op, all_arguments, infer=True), all_arguments)()
         return {
             name: OutputInfo(
                 tuple(t.desc.shape[i] for i in range(t.desc.ndim)),
@@ -362,12 +367,6 @@ class KernelLibrary:
             values.append(_stream(fn_name, stream))
         return getattr(self._lib, f"{fn_name}{'_infer' if infer else ''}"), values
 
-    def _invoke(self, fn: Callable[..., int], values: list) -> None:
-        """fn(*values); a status other than OK raises KernelError with the library's message."""
-        status = fn(*values)
-        if status != 0:
-            raise KernelError(status, self._lib.opforge_last_error().decode("utf-8", "replace"))
-
 
 class BoundCall:
     """One op of a KernelLibrary with its arguments converted (``KernelLibrary.bind``); calling it
@@ -382,7 +381,9 @@ class BoundCall:
 
     def __call__(self) -> None:
         """Run the op; a status other than OK raises KernelError."""
-        self._library._invoke(self._fn, self._values)
+        status = self._fn(*self._values)
+        if status != 0:
+            raise KernelError(status, self._library.last_error())
 
 
 def _describe(value: object) -> str:
